@@ -1,0 +1,30 @@
+//! Terminal detection and styling. Colours only when the stream is a terminal and NO_COLOR is
+//! unset, so scripts and CI logs get plain text.
+
+use std::io::IsTerminal;
+
+pub fn stderr_styled() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Dim text for secondary information such as the stats line.
+pub fn dim(text: &str, styled: bool) -> String {
+    if styled {
+        format!("\x1b[2m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// 134515008 → "134,515,008".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

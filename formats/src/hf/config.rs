@@ -1,0 +1,361 @@
+//! `config.json` and `generation_config.json` → [`ModelSpec`], the architecture facts the
+//! engine needs, normalised across model families and transformers versions.
+//!
+//! transformers 4 writes `rope_theta` + `rope_scaling` and `torch_dtype`; transformers 5 writes
+//! `rope_parameters` (theta and scaling in one object) and `dtype`. Both are read here so the
+//! rest of pocket never sees the difference.
+
+use super::json::{read_json, Fields};
+use crate::FormatError;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The decoder families pocket runs. One decoder serves all three; these switch its details.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Llama / SmolLM: optional biases (`attention_bias`, `mlp_bias`).
+    Llama,
+    /// Qwen2 / Qwen2.5: q, k and v projections always carry a bias; o does not.
+    Qwen2,
+    /// Qwen3: per-head RMSNorm on q and k before RoPE (`q_norm`, `k_norm`).
+    Qwen3,
+}
+
+impl Family {
+    pub fn from_model_type(model_type: &str) -> Option<Family> {
+        match model_type {
+            "llama" => Some(Family::Llama),
+            "qwen2" => Some(Family::Qwen2),
+            "qwen3" => Some(Family::Qwen3),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
+        }
+    }
+}
+
+/// How positions are turned into rotation frequencies.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum RopeScaling {
+    None,
+    /// Positions divided by `factor` (transformers' "linear").
+    Linear { factor: f64 },
+    /// Llama 3.1/3.2's wavelength-dependent smoothing of the inverse frequencies.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position_embeddings: usize,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RopeConfig {
+    pub theta: f64,
+    pub scaling: RopeScaling,
+}
+
+/// Everything the engine needs to know about a decoder's shape and conventions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub family: Family,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab_size: usize,
+    pub max_position_embeddings: usize,
+    pub rms_norm_eps: f64,
+    pub rope: RopeConfig,
+    pub tie_word_embeddings: bool,
+    /// Bias on the q, k and v projections.
+    pub qkv_bias: bool,
+    /// Bias on the output projection.
+    pub o_bias: bool,
+    /// Bias on gate, up and down.
+    pub mlp_bias: bool,
+    /// Per-head RMSNorm on q and k (Qwen3).
+    pub qk_norm: bool,
+    pub bos_token_id: Option<u32>,
+    pub eos_token_ids: Vec<u32>,
+    /// The checkpoint's declared storage dtype (`torch_dtype` or `dtype`), for information.
+    pub dtype: Option<String>,
+}
+
+impl ModelSpec {
+    /// Reads `config.json`.
+    pub fn from_file(path: &Path) -> Result<ModelSpec, FormatError> {
+        let value = read_json(path)?;
+        ModelSpec::from_json(path, &value)
+    }
+
+    /// Parses a config already in memory; `path` is only used in error messages.
+    pub fn from_json(path: &Path, value: &serde_json::Value) -> Result<ModelSpec, FormatError> {
+        let f = Fields::new(path, value)?;
+        let model_type = f.opt_str("model_type")?.ok_or_else(|| FormatError::MissingField {
+            path: path.to_path_buf(),
+            field: "model_type".into(),
+        })?;
+        let family = Family::from_model_type(model_type).ok_or_else(|| {
+            FormatError::UnknownArchitecture {
+                path: path.to_path_buf(),
+                model_type: model_type.to_string(),
+            }
+        })?;
+        let invalid = |field: &str, reason: String| FormatError::InvalidField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            reason,
+        };
+
+        let hidden_size = f.usize("hidden_size")?;
+        let num_heads = f.usize("num_attention_heads")?;
+        let num_kv_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(num_heads);
+        if hidden_size == 0 || num_heads == 0 || num_kv_heads == 0 || num_heads % num_kv_heads != 0 {
+            return Err(invalid(
+                "num_key_value_heads",
+                format!("{num_heads} heads cannot be shared by {num_kv_heads} KV heads (hidden {hidden_size})"),
+            ));
+        }
+        let head_dim = match f.opt_usize("head_dim")? {
+            Some(d) => d,
+            None if hidden_size % num_heads == 0 => hidden_size / num_heads,
+            None => {
+                return Err(invalid(
+                    "hidden_size",
+                    format!("{hidden_size} is not divisible by {num_heads} heads and no head_dim is given"),
+                ))
+            }
+        };
+        if head_dim == 0 || head_dim % 2 != 0 {
+            return Err(invalid("head_dim", format!("{head_dim} must be even and non-zero for RoPE")));
+        }
+        if let Some(act) = f.opt_str("hidden_act")? {
+            if act != "silu" {
+                return Err(invalid("hidden_act", format!("`{act}` is not supported (only silu)")));
+            }
+        }
+        if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
+            return Err(invalid("use_sliding_window", "sliding-window attention is not supported".into()));
+        }
+
+        let attention_bias = f.opt_bool("attention_bias")?.unwrap_or(false);
+        let (qkv_bias, o_bias, mlp_bias, qk_norm) = match family {
+            Family::Llama => (attention_bias, attention_bias, f.opt_bool("mlp_bias")?.unwrap_or(false), false),
+            Family::Qwen2 => (true, false, false, false),
+            Family::Qwen3 => (attention_bias, attention_bias, false, true),
+        };
+        let default_positions = match family {
+            Family::Llama => 2048,
+            Family::Qwen2 | Family::Qwen3 => 32768,
+        };
+        let positive = |field: &str| -> Result<usize, FormatError> {
+            let v = f.usize(field)?;
+            if v == 0 {
+                return Err(invalid(field, "must be greater than zero".into()));
+            }
+            Ok(v)
+        };
+
+        Ok(ModelSpec {
+            family,
+            hidden_size,
+            intermediate_size: positive("intermediate_size")?,
+            num_layers: positive("num_hidden_layers")?,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            vocab_size: positive("vocab_size")?,
+            max_position_embeddings: f.opt_usize("max_position_embeddings")?.unwrap_or(default_positions),
+            rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
+            rope: read_rope(&f)?,
+            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            qkv_bias,
+            o_bias,
+            mlp_bias,
+            qk_norm,
+            bos_token_id: f.token_ids("bos_token_id")?.first().copied(),
+            eos_token_ids: f.token_ids("eos_token_id")?,
+            dtype: f.opt_str("dtype")?.or(f.opt_str("torch_dtype")?).map(str::to_string),
+        })
+    }
+
+    /// Number of query heads that share one KV head.
+    pub fn group_size(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+}
+
+/// RoPE from either `rope_parameters` (transformers 5) or `rope_theta` + `rope_scaling` (4).
+fn read_rope(f: &Fields) -> Result<RopeConfig, FormatError> {
+    let params = f.object("rope_parameters")?;
+    let scaling = match &params {
+        Some(p) => Some(Fields { path: p.path, obj: p.obj }),
+        None => f.object("rope_scaling")?,
+    };
+    let theta = match &params {
+        Some(p) => p.opt_f64("rope_theta")?,
+        None => None,
+    }
+    .or(f.opt_f64("rope_theta")?)
+    .unwrap_or(10000.0);
+    if theta <= 1.0 {
+        return Err(FormatError::InvalidField {
+            path: f.path.to_path_buf(),
+            field: "rope_theta".into(),
+            reason: format!("{theta} must be greater than 1"),
+        });
+    }
+    let scaling = match scaling {
+        None => RopeScaling::None,
+        Some(s) => {
+            let kind = match s.opt_str("rope_type")? {
+                Some(k) => Some(k),
+                None => s.opt_str("type")?,
+            };
+            let factor = || -> Result<f64, FormatError> {
+                s.opt_f64("factor")?.ok_or_else(|| FormatError::MissingField {
+                    path: f.path.to_path_buf(),
+                    field: "rope_scaling.factor".into(),
+                })
+            };
+            match kind.unwrap_or("default") {
+                "default" => RopeScaling::None,
+                "linear" => RopeScaling::Linear { factor: factor()? },
+                "llama3" => RopeScaling::Llama3 {
+                    factor: factor()?,
+                    low_freq_factor: s.opt_f64("low_freq_factor")?.unwrap_or(1.0),
+                    high_freq_factor: s.opt_f64("high_freq_factor")?.unwrap_or(4.0),
+                    original_max_position_embeddings: s
+                        .opt_usize("original_max_position_embeddings")?
+                        .unwrap_or(8192),
+                },
+                other => {
+                    return Err(FormatError::InvalidField {
+                        path: f.path.to_path_buf(),
+                        field: "rope_scaling".into(),
+                        reason: format!("rope type `{other}` is not supported (default, linear, llama3)"),
+                    })
+                }
+            }
+        }
+    };
+    Ok(RopeConfig { theta, scaling })
+}
+
+/// `generation_config.json`: the model author's decoding defaults and stop tokens.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GenerationConfig {
+    pub bos_token_id: Option<u32>,
+    pub eos_token_ids: Vec<u32>,
+    pub do_sample: Option<bool>,
+    pub temperature: Option<f64>,
+    pub top_k: Option<usize>,
+    pub top_p: Option<f64>,
+    pub min_p: Option<f64>,
+    pub repetition_penalty: Option<f64>,
+    pub max_new_tokens: Option<usize>,
+}
+
+impl GenerationConfig {
+    pub fn from_file(path: &Path) -> Result<GenerationConfig, FormatError> {
+        let value = read_json(path)?;
+        let f = Fields::new(path, &value)?;
+        Ok(GenerationConfig {
+            bos_token_id: f.token_ids("bos_token_id")?.first().copied(),
+            eos_token_ids: f.token_ids("eos_token_id")?,
+            do_sample: f.opt_bool("do_sample")?,
+            temperature: f.opt_f64("temperature")?,
+            top_k: f.opt_usize("top_k")?,
+            top_p: f.opt_f64("top_p")?,
+            min_p: f.opt_f64("min_p")?,
+            repetition_penalty: f.opt_f64("repetition_penalty")?,
+            max_new_tokens: f.opt_usize("max_new_tokens")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: serde_json::Value) -> Result<ModelSpec, FormatError> {
+        ModelSpec::from_json(Path::new("config.json"), &v)
+    }
+
+    fn base() -> serde_json::Value {
+        json!({"model_type": "qwen3", "hidden_size": 896, "intermediate_size": 2560,
+               "num_hidden_layers": 28, "num_attention_heads": 14, "num_key_value_heads": 2,
+               "head_dim": 64, "vocab_size": 65536, "rms_norm_eps": 1e-6,
+               "tie_word_embeddings": true, "eos_token_id": [1, 2]})
+    }
+
+    #[test]
+    fn transformers4_and_5_rope_keys_agree() {
+        let mut v4 = base();
+        v4["rope_theta"] = json!(1000000.0);
+        v4["torch_dtype"] = json!("bfloat16");
+        let mut v5 = base();
+        v5["rope_parameters"] = json!({"rope_type": "default", "rope_theta": 1000000.0});
+        v5["dtype"] = json!("bfloat16");
+        let (a, b) = (parse(v4).unwrap(), parse(v5).unwrap());
+        assert_eq!(a, b);
+        assert_eq!(a.rope.theta, 1e6);
+        assert_eq!(a.dtype.as_deref(), Some("bfloat16"));
+        assert!(a.qk_norm && a.tie_word_embeddings);
+        assert_eq!(a.eos_token_ids, vec![1, 2]);
+    }
+
+    #[test]
+    fn llama3_scaling_from_either_style() {
+        let mut v = base();
+        v["model_type"] = json!("llama");
+        v["rope_scaling"] = json!({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+        let spec = parse(v).unwrap();
+        assert!(matches!(spec.rope.scaling, RopeScaling::Llama3 { factor, .. } if factor == 32.0));
+    }
+
+    #[test]
+    fn errors_name_file_and_field() {
+        let mut v = base();
+        v.as_object_mut().unwrap().remove("hidden_size");
+        let e = parse(v).unwrap_err().to_string();
+        assert_eq!(e, "config.json: missing field `hidden_size`");
+
+        let mut v = base();
+        v["model_type"] = json!("gpt_neox");
+        let e = parse(v).unwrap_err().to_string();
+        assert!(e.contains("unsupported model_type `gpt_neox`"), "{e}");
+
+        let mut v = base();
+        v["num_key_value_heads"] = json!(3);
+        assert!(parse(v).is_err());
+
+        let mut v = base();
+        v["rope_scaling"] = json!({"type": "yarn", "factor": 4.0});
+        assert!(parse(v).unwrap_err().to_string().contains("yarn"));
+    }
+
+    #[test]
+    fn family_switches() {
+        let mut v = base();
+        v["model_type"] = json!("qwen2");
+        v.as_object_mut().unwrap().remove("head_dim");
+        let s = parse(v).unwrap();
+        assert!(s.qkv_bias && !s.o_bias && !s.qk_norm);
+        assert_eq!(s.head_dim, 64);
+        assert_eq!(s.group_size(), 7);
+    }
+}

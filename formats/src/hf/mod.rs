@@ -1,0 +1,13 @@
+//! Hugging Face checkpoints: a directory with `config.json`, safetensors weights, and the
+//! tokenizer files. Only the bytes: turning tensors into a model is the engine's job.
+
+pub mod checkpoint;
+pub mod config;
+pub mod json;
+pub mod safetensors;
+pub mod tokenizer_config;
+
+pub use checkpoint::HfCheckpoint;
+pub use config::{Family, GenerationConfig, ModelSpec, RopeConfig, RopeScaling};
+pub use safetensors::{DType, MappedTensor, SafetensorsFile};
+pub use tokenizer_config::TokenizerConfig;

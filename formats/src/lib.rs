@@ -1,0 +1,12 @@
+//! Bytes on disk for pocket.
+//!
+//! Everything that reads or writes a model file lives here, and nothing here knows about the
+//! engine: the engine (`pocket`) depends on this crate, never the other way round.
+//!
+//! - [`hf`]: Hugging Face checkpoints — `config.json` (transformers 4 and 5 key styles),
+//!   `model.safetensors` or a sharded `model.safetensors.index.json`, memory-mapped.
+
+pub mod error;
+pub mod hf;
+
+pub use error::FormatError;

@@ -1,0 +1,247 @@
+//! Chat templates: the model's Jinja template rendered with minijinja, set up the way
+//! transformers sets up jinja2 (`trim_blocks`, `lstrip_blocks`, loop controls,
+//! `raise_exception`, a Python-`json.dumps`-compatible `tojson`, `strftime_now`) plus Python
+//! string methods (`.strip()`, `.startswith()`, `.split()` …) from minijinja-contrib.
+
+use crate::Error;
+use minijinja::{Environment, ErrorKind, Value};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: &str) -> Message {
+        Message { role: role.into(), content: content.into() }
+    }
+}
+
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    pub source: String,
+    pub origin: PathBuf,
+}
+
+/// Upper bound on template work, so a hostile template cannot loop forever.
+const TEMPLATE_FUEL: u64 = 50_000_000;
+
+impl ChatTemplate {
+    pub fn new(source: &str, origin: &Path) -> Result<ChatTemplate, Error> {
+        let mut env = Environment::new();
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| Error::Template { path: origin.to_path_buf(), reason: e.to_string() })?;
+        env.set_syntax(syntax);
+        env.set_fuel(Some(TEMPLATE_FUEL));
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", raise_exception);
+        env.add_function("strftime_now", strftime_now);
+        env.add_filter("tojson", tojson);
+        env.add_template_owned("chat", source.to_string()).map_err(|e| Error::Template {
+            path: origin.to_path_buf(),
+            reason: describe(&e),
+        })?;
+        Ok(ChatTemplate { env, source: source.to_string(), origin: origin.to_path_buf() })
+    }
+
+    /// Renders a conversation. `bos_token`/`eos_token` are the tokenizer's special tokens, which
+    /// templates insert themselves.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<String, Error> {
+        let tmpl = self.env.get_template("chat").map_err(|e| self.error(&e))?;
+        let ctx = minijinja::context! {
+            messages => Value::from(minijinja::value::Serde(messages)),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => bos_token,
+            eos_token => eos_token,
+        };
+        tmpl.render(ctx).map_err(|e| self.error(&e))
+    }
+
+    fn error(&self, e: &minijinja::Error) -> Error {
+        Error::Template { path: self.origin.clone(), reason: describe(e) }
+    }
+}
+
+fn describe(e: &minijinja::Error) -> String {
+    match e.line() {
+        Some(line) => format!("{} (line {line})", e.detail().unwrap_or(&e.kind().to_string())),
+        None => e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+    }
+}
+
+fn raise_exception(message: String) -> Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+}
+
+/// transformers' `tojson`: `json.dumps(x, ensure_ascii=False, indent=indent)`, i.e. Python's
+/// separators (`", "`, `": "`), keys in insertion order, non-ASCII kept, no HTML escaping.
+fn tojson(value: Value, kwargs: minijinja::value::Kwargs) -> Result<Value, minijinja::Error> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    kwargs.assert_all_used()?;
+    let json = serde_json::to_value(&value)
+        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    let mut out = String::new();
+    python_json(&json, indent, 0, &mut out);
+    Ok(Value::from_safe_string(out))
+}
+
+fn python_json(v: &serde_json::Value, indent: Option<usize>, depth: usize, out: &mut String) {
+    use serde_json::Value as J;
+    let newline = |out: &mut String, depth: usize| {
+        if let Some(n) = indent {
+            out.push('\n');
+            out.push_str(&" ".repeat(n * depth));
+        }
+    };
+    let item_sep = if indent.is_some() { "," } else { ", " };
+    match v {
+        J::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                newline(out, depth + 1);
+                python_json(item, indent, depth + 1, out);
+            }
+            newline(out, depth);
+            out.push(']');
+        }
+        J::Object(map) if !map.is_empty() => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                newline(out, depth + 1);
+                out.push_str(&serde_json::to_string(k).unwrap_or_default());
+                out.push_str(": ");
+                python_json(item, indent, depth + 1, out);
+            }
+            newline(out, depth);
+            out.push('}');
+        }
+        J::Array(_) => out.push_str("[]"),
+        J::Object(_) => out.push_str("{}"),
+        J::Null => out.push_str("null"),
+        other => out.push_str(&serde_json::to_string(other).unwrap_or_default()),
+    }
+}
+
+/// `strftime_now(format)`: today's UTC date/time (Llama 3 templates put the date in the system
+/// prompt). Supports %Y %m %d %e %H %M %S %b %B %a %A %j %%.
+fn strftime_now(format: String) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    strftime(secs, &format)
+}
+
+fn strftime(secs: i64, format: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+        "November", "December",
+    ];
+    const DAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let cum = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+    let yday = cum[(month - 1) as usize] + day + i64::from(leap && month > 2);
+    let weekday = DAYS[days.rem_euclid(7) as usize];
+    let mname = MONTHS[(month - 1) as usize];
+    let mut out = String::new();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('e') => out.push_str(&format!("{day:2}")),
+            Some('H') => out.push_str(&format!("{:02}", rem / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", rem / 60 % 60)),
+            Some('S') => out.push_str(&format!("{:02}", rem % 60)),
+            Some('b') => out.push_str(&mname[..3]),
+            Some('B') => out.push_str(mname),
+            Some('a') => out.push_str(&weekday[..3]),
+            Some('A') => out.push_str(weekday),
+            Some('j') => out.push_str(&format!("{yday:03}")),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(src: &str, msgs: &[Message]) -> Result<String, Error> {
+        ChatTemplate::new(src, Path::new("t.jinja"))?.render(msgs, true, "<s>", "</s>")
+    }
+
+    #[test]
+    fn python_methods_and_exceptions() {
+        let src = "{% for m in messages %}{% if m.role == 'bad' %}{{ raise_exception('no ' + m.role) }}{% endif %}\
+                   [{{ m.content.strip() }}|{{ m.content.startswith(' h') }}]{% endfor %}";
+        let out = render(src, &[Message::new("user", " hi ")]).unwrap();
+        assert_eq!(out, "[hi|True]");
+        let err = render(src, &[Message::new("bad", "x")]).unwrap_err().to_string();
+        assert!(err.contains("no bad") && err.contains("t.jinja"), "{err}");
+    }
+
+    #[test]
+    fn tojson_matches_python_json_dumps() {
+        let src = "{{ messages | tojson }}|{{ {'a': [1, 2.5, none, true], 'é': '<\"x\">'} | tojson }}|{{ [1] | tojson(indent=2) }}";
+        let out = render(src, &[Message::new("user", "ü\n")]).unwrap();
+        assert_eq!(
+            out,
+            "[{\"role\": \"user\", \"content\": \"ü\\n\"}]|{\"a\": [1, 2.5, null, true], \"é\": \"<\\\"x\\\">\"}|[\n  1\n]"
+        );
+    }
+
+    #[test]
+    fn strftime_known_dates() {
+        assert_eq!(strftime(0, "%d %b %Y %A"), "01 Jan 1970 Thursday");
+        assert_eq!(strftime(1_709_210_096, "%Y-%m-%d %H:%M:%S %j %B"), "2024-02-29 12:34:56 060 February");
+    }
+
+    #[test]
+    fn hostile_loop_runs_out_of_fuel() {
+        let src = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        assert!(render(src, &[]).is_err());
+    }
+}

@@ -1,0 +1,22 @@
+//! pocket's engine: model weights, the forward pass, tokenizer and chat template, sampling and
+//! the generation loop. File formats live in the `pocket-formats` crate; the CLI in `cmd/`.
+//!
+//! The forward pass in [`model`] is the reference path: plain f32 math that reads top to
+//! bottom, proven equal to Hugging Face transformers by the fixture tests. Speed comes from the
+//! kernels behind [`weights::Matrix`], chosen by storage type, never from changing the model
+//! code.
+
+pub mod chat_template;
+pub mod error;
+pub mod generate;
+pub mod kv_cache;
+pub mod loader;
+pub mod model;
+pub mod ops;
+pub mod rope;
+pub mod sampler;
+pub mod tokenizer;
+pub mod weights;
+
+pub use error::Error;
+pub use pocket_formats as formats;

@@ -1,0 +1,85 @@
+//! Rotary position embedding in the half-split ("NeoX") layout transformers uses for Llama and
+//! Qwen: element `i` of a head rotates with element `i + head_dim/2`.
+//!
+//! Inverse frequencies are computed in f32 exactly as transformers does (`1 / theta^(2i/d)`,
+//! then the scaling rule), so angles match the reference bit for bit at small positions.
+
+use pocket_formats::hf::{RopeConfig, RopeScaling};
+
+pub struct Rope {
+    inv_freq: Vec<f32>,
+}
+
+impl Rope {
+    pub fn new(cfg: &RopeConfig, head_dim: usize) -> Rope {
+        let half = head_dim / 2;
+        let base = cfg.theta as f32;
+        let mut inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1.0 / base.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        match cfg.scaling {
+            RopeScaling::None => {}
+            RopeScaling::Linear { factor } => {
+                for f in &mut inv_freq {
+                    *f /= factor as f32;
+                }
+            }
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => {
+                let (factor, low, high) = (factor as f32, low_freq_factor as f32, high_freq_factor as f32);
+                let old_len = original_max_position_embeddings as f32;
+                let low_freq_wavelen = old_len / low;
+                let high_freq_wavelen = old_len / high;
+                for f in &mut inv_freq {
+                    let wavelen = 2.0 * std::f32::consts::PI / *f;
+                    let scaled = if wavelen > low_freq_wavelen { *f / factor } else { *f };
+                    let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+                    *f = if medium {
+                        let smooth = (old_len / wavelen - low) / (high - low);
+                        (1.0 - smooth) * scaled / factor + smooth * scaled
+                    } else {
+                        scaled
+                    };
+                }
+            }
+        }
+        Rope { inv_freq }
+    }
+
+    /// Rotates every head in `x` (heads laid out one after another) to position `pos`.
+    pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        let half = head_dim / 2;
+        let p = pos as f32;
+        for head in x.chunks_exact_mut(head_dim) {
+            for i in 0..half {
+                let angle = p * self.inv_freq[i];
+                let (sin, cos) = angle.sin_cos();
+                let (a, b) = (head[i], head[i + half]);
+                head[i] = a * cos - b * sin;
+                head[i + half] = b * cos + a * sin;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn position_zero_is_identity_and_rotation_keeps_norm() {
+        let rope = Rope::new(&RopeConfig { theta: 10000.0, scaling: RopeScaling::None }, 8);
+        let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
+        let mut x = orig.clone();
+        rope.apply(&mut x, 8, 0);
+        assert_eq!(x, orig);
+        rope.apply(&mut x, 8, 123);
+        let n0: f32 = orig.iter().map(|v| v * v).sum();
+        let n1: f32 = x.iter().map(|v| v * v).sum();
+        assert!((n0 - n1).abs() < 1e-3);
+    }
+}

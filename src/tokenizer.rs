@@ -1,0 +1,118 @@
+//! Text ↔ token ids through Hugging Face's `tokenizers` crate (pure-Rust regex backend), plus
+//! streaming detokenization that never prints half a UTF-8 character.
+
+use crate::Error;
+use std::path::{Path, PathBuf};
+
+pub struct TextTokenizer {
+    inner: tokenizers::Tokenizer,
+    pub path: PathBuf,
+}
+
+impl TextTokenizer {
+    pub fn from_file(path: &Path) -> Result<TextTokenizer, Error> {
+        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::Tokenizer {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(TextTokenizer { inner, path: path.to_path_buf() })
+    }
+
+    /// Token ids of `text`. `add_special` applies the tokenizer's post-processor (e.g. a BOS),
+    /// as `tokenizer(text)` does in transformers; chat templates already contain their special
+    /// tokens and are encoded without it, as `apply_chat_template` does.
+    pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<u32>, Error> {
+        let enc = self.inner.encode(text, add_special).map_err(|e| Error::Tokenizer {
+            path: self.path.clone(),
+            reason: format!("encoding failed: {e}"),
+        })?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
+        // Decoding valid ids cannot fail for the BPE tokenizers we load; an id outside the
+        // vocabulary is dropped rather than aborting a chat.
+        self.inner.decode(ids, skip_special).unwrap_or_default()
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// Vocabulary size including added tokens.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// Names of the model type and pre-tokenizer, for `inspect`.
+    pub fn summary(&self) -> String {
+        let model = match self.inner.get_model() {
+            tokenizers::ModelWrapper::BPE(_) => "BPE",
+            tokenizers::ModelWrapper::WordPiece(_) => "WordPiece",
+            tokenizers::ModelWrapper::WordLevel(_) => "WordLevel",
+            tokenizers::ModelWrapper::Unigram(_) => "Unigram",
+        };
+        let added = self.inner.get_added_tokens_decoder().len();
+        format!("{model}, {} tokens ({added} added)", self.vocab_size())
+    }
+
+    /// Special (added, `special: true`) tokens and their ids.
+    pub fn special_tokens(&self) -> Vec<(u32, String)> {
+        let mut v: Vec<(u32, String)> = self
+            .inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, t)| (id, t.content))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// Turns a growing list of token ids into text pieces as soon as they are complete characters.
+///
+/// Byte-level BPE splits a character such as an emoji across several tokens; decoding each
+/// token alone would print U+FFFD. We decode a short window of recent tokens and only emit text
+/// once the window no longer ends in an incomplete character (the approach of HF's
+/// `TextStreamer` and text-generation-inference).
+pub struct TextStream<'t> {
+    tok: &'t TextTokenizer,
+    ids: Vec<u32>,
+    prefix: usize,
+    read: usize,
+}
+
+impl<'t> TextStream<'t> {
+    pub fn new(tok: &'t TextTokenizer) -> TextStream<'t> {
+        TextStream { tok, ids: Vec::new(), prefix: 0, read: 0 }
+    }
+
+    /// Adds a token; returns the new text it completes, if any.
+    pub fn push(&mut self, id: u32) -> Option<String> {
+        self.ids.push(id);
+        let before = self.tok.decode(&self.ids[self.prefix..self.read], true);
+        let now = self.tok.decode(&self.ids[self.prefix..], true);
+        if now.len() > before.len() && !now.ends_with('\u{FFFD}') && now.is_char_boundary(before.len()) {
+            let piece = now[before.len()..].to_string();
+            self.prefix = self.read;
+            self.read = self.ids.len();
+            Some(piece)
+        } else {
+            None
+        }
+    }
+
+    /// Whatever is still held back (an incomplete character at the very end).
+    pub fn finish(&mut self) -> Option<String> {
+        let before = self.tok.decode(&self.ids[self.prefix..self.read], true);
+        let now = self.tok.decode(&self.ids[self.prefix..], true);
+        self.prefix = self.ids.len();
+        self.read = self.ids.len();
+        (now.len() > before.len() && now.is_char_boundary(before.len())).then(|| now[before.len()..].to_string())
+    }
+}

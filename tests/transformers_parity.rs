@@ -1,0 +1,106 @@
+//! The reference engine against Hugging Face transformers, on the tiny random checkpoints in
+//! fixtures/tiny (made by fixtures/make_fixtures.py, which records transformers' outputs).
+
+use pocket::chat_template::Message;
+use pocket::generate::{generate, Control, FinishReason};
+use pocket::loader::LoadedModel;
+use pocket::sampler::{Sampler, SamplerConfig};
+use serde_json::Value;
+use std::path::PathBuf;
+
+const FIXTURES: [&str; 3] = ["llama-tiny", "qwen2-tiny", "qwen3-tiny"];
+
+fn fixture(name: &str) -> (LoadedModel, Value) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny").join(name);
+    let reference = std::fs::read_to_string(dir.join("reference.json")).expect("reference.json");
+    (LoadedModel::open(&dir).expect("fixture loads"), serde_json::from_str(&reference).unwrap())
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+#[test]
+fn logits_match_transformers_at_every_position() {
+    for name in FIXTURES {
+        let (m, r) = fixture(name);
+        let tokens = ids(&r["logits"]["ids"]);
+        let expected = r["logits"]["values"].as_array().unwrap();
+        let mut state = m.model.new_state(256);
+        let mut worst = 0.0f32;
+        for (pos, &t) in tokens.iter().enumerate() {
+            let logits = m.model.step(&mut state, t, true).unwrap().unwrap();
+            let want = expected[pos].as_array().unwrap();
+            assert_eq!(logits.len(), want.len());
+            for (a, b) in logits.iter().zip(want) {
+                worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
+            }
+        }
+        eprintln!("{name}: max |logit - transformers| = {worst:.2e} over {} positions", tokens.len());
+        assert!(worst <= 1e-4, "{name}: max abs logit error {worst} > 1e-4");
+    }
+}
+
+#[test]
+fn greedy_generation_matches_transformers() {
+    for name in FIXTURES {
+        let (m, r) = fixture(name);
+        for case in r["greedy"].as_array().unwrap() {
+            let prompt = case["prompt"].as_str().unwrap();
+            let prompt_ids = m.encode_chat(&[Message::new("user", prompt)], true).unwrap();
+            assert_eq!(prompt_ids, ids(&case["prompt_ids"]), "{name}: prompt ids for {prompt:?}");
+            let want = ids(&case["generated_ids"]);
+            let mut state = m.model.new_state(256);
+            let mut sampler = Sampler::new(SamplerConfig::default());
+            let g = generate(&m.model, &mut state, &prompt_ids, &mut sampler, &m.stop_ids, 20, |_| Control::Continue)
+                .unwrap();
+            let mut got = g.tokens.clone();
+            if g.finish_reason == FinishReason::Stop {
+                // transformers includes the end-of-sequence token in its output.
+                got.push(*want.last().unwrap());
+                assert!(m.stop_ids.contains(want.last().unwrap()));
+            }
+            assert_eq!(got, want, "{name}: greedy tokens for {prompt:?}");
+        }
+    }
+}
+
+#[test]
+fn tokenizer_and_chat_template_match_transformers() {
+    for name in FIXTURES {
+        let (m, r) = fixture(name);
+        for case in r["tokenize"].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            assert_eq!(m.tokenizer.encode(text, false).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
+            assert_eq!(m.tokenizer.encode(text, true).unwrap(), ids(&case["ids_special"]), "{name}: {text:?}");
+            assert_eq!(m.tokenizer.decode(&ids(&case["ids"]), false), case["decoded"].as_str().unwrap());
+        }
+        let chat = &r["chat"];
+        let messages: Vec<Message> = serde_json::from_value(chat["messages"].clone()).unwrap();
+        let rendered = m.render_chat(&messages, true).unwrap();
+        assert_eq!(rendered, chat["rendered"].as_str().unwrap(), "{name}: rendered chat");
+        assert_eq!(m.encode_chat(&messages, true).unwrap(), ids(&chat["ids"]), "{name}: chat ids");
+    }
+}
+
+#[test]
+fn kv_cache_reuse_equals_a_fresh_run() {
+    // Truncating the cache and re-running the tail must give the logits of a fresh run.
+    let (m, r) = fixture("qwen3-tiny");
+    let tokens = ids(&r["logits"]["ids"]);
+    let mut fresh = m.model.new_state(64);
+    let mut want = Vec::new();
+    for &t in &tokens {
+        want = m.model.step(&mut fresh, t, true).unwrap().unwrap().to_vec();
+    }
+    let mut reused = m.model.new_state(64);
+    for &t in &tokens {
+        m.model.step(&mut reused, t, false).unwrap();
+    }
+    reused.cache.truncate(10);
+    let mut got = Vec::new();
+    for &t in &tokens[10..] {
+        got = m.model.step(&mut reused, t, true).unwrap().unwrap().to_vec();
+    }
+    assert_eq!(got, want);
+}
