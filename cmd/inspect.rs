@@ -31,10 +31,16 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         e.0 += t.numel() as u64;
         e.1 += t.bytes().len() as u64;
     }
-    let template = m.template.as_ref().map(|t| {
-        json!({"source": t.origin, "chars": t.source.chars().count()})
-    });
-    let specials: Vec<_> = m.tokenizer.special_tokens().into_iter().map(|(id, t)| json!({"id": id, "token": t})).collect();
+    let template = m
+        .template
+        .as_ref()
+        .map(|t| json!({"source": t.origin, "chars": t.source.chars().count()}));
+    let specials: Vec<_> = m
+        .tokenizer
+        .special_tokens()
+        .into_iter()
+        .map(|(id, t)| json!({"id": id, "token": t}))
+        .collect();
     let tensors: Vec<_> = ck
         .tensors()
         .map(|t| {
@@ -69,20 +75,45 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     }
     let r = &report;
     println!("model        {}", m.path.display());
-    println!("format       HF safetensors ({} file{})", ck.weight_files.len(), if ck.weight_files.len() == 1 { "" } else { "s" });
-    println!("architecture {} ({})", spec.family.as_str(), r["spec"]["dtype"].as_str().unwrap_or("dtype not stated"));
+    println!(
+        "format       HF safetensors ({} file{})",
+        ck.weight_files.len(),
+        if ck.weight_files.len() == 1 { "" } else { "s" }
+    );
+    println!(
+        "architecture {} ({})",
+        spec.family.as_str(),
+        r["spec"]["dtype"].as_str().unwrap_or("dtype not stated")
+    );
     println!(
         "shape        {} layers, hidden {}, FFN {}, heads {} / KV heads {}, head_dim {}, vocab {}",
-        spec.num_layers, spec.hidden_size, spec.intermediate_size, spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.vocab_size
+        spec.num_layers,
+        spec.hidden_size,
+        spec.intermediate_size,
+        spec.num_heads,
+        spec.num_kv_heads,
+        spec.head_dim,
+        spec.vocab_size
     );
     println!(
         "attention    RoPE theta {} ({:?}), rms_norm_eps {}, context {}, biases q/k/v {} o {} mlp {}, q/k norm {}",
         spec.rope.theta, spec.rope.scaling, spec.rms_norm_eps, spec.max_position_embeddings, spec.qkv_bias, spec.o_bias, spec.mlp_bias, spec.qk_norm
     );
-    println!("embeddings   {}", if spec.tie_word_embeddings { "tied (head shares the embedding)" } else { "untied" });
+    println!(
+        "embeddings   {}",
+        if spec.tie_word_embeddings {
+            "tied (head shares the embedding)"
+        } else {
+            "untied"
+        }
+    );
     println!("parameters   {}", thousands(ck.parameter_count()));
     for (k, (n, b)) in &by_dtype {
-        println!("  {k:<6}     {} parameters, {:.1} MB", thousands(*n), *b as f64 / 1e6);
+        println!(
+            "  {k:<6}     {} parameters, {:.1} MB",
+            thousands(*n),
+            *b as f64 / 1e6
+        );
     }
     println!("tokenizer    {}", m.tokenizer.summary());
     println!(
@@ -92,14 +123,27 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         m.stop_ids
     );
     match &m.template {
-        Some(t) => println!("chat template {} chars from {}", t.source.chars().count(), t.origin.display()),
+        Some(t) => println!(
+            "chat template {} chars from {}",
+            t.source.chars().count(),
+            t.origin.display()
+        ),
         None => println!("chat template none (use `run --raw`)"),
     }
     if !args.no_tensors {
         println!("\n{:<56} {:<6} {:<16} file", "tensor", "dtype", "shape");
         for t in ck.tensors() {
-            let file = ck.file_of(&t.name).and_then(|p| p.file_name()).map(|f| f.to_string_lossy().to_string());
-            println!("{:<56} {:<6} {:<16} {}", t.name, t.dtype.name(), format!("{:?}", t.shape), file.unwrap_or_default());
+            let file = ck
+                .file_of(&t.name)
+                .and_then(|p| p.file_name())
+                .map(|f| f.to_string_lossy().to_string());
+            println!(
+                "{:<56} {:<6} {:<16} {}",
+                t.name,
+                t.dtype.name(),
+                format!("{:?}", t.shape),
+                file.unwrap_or_default()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

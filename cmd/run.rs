@@ -86,7 +86,9 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         Some(p) => Some(p),
         None if !std::io::stdin().is_terminal() => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("reading the prompt from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the prompt from stdin")?;
             Some(s.trim_end_matches('\n').to_string())
         }
         None => None,
@@ -102,12 +104,33 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
 fn sampler_config(args: &RunArgs, m: &LoadedModel) -> Result<SamplerConfig> {
     let g = &m.generation;
     let sampling = g.do_sample.unwrap_or(false);
-    let model_temp = if sampling { g.temperature.unwrap_or(1.0) as f32 } else { 0.0 };
+    let model_temp = if sampling {
+        g.temperature.unwrap_or(1.0) as f32
+    } else {
+        0.0
+    };
     let cfg = SamplerConfig {
         temperature: args.temp.unwrap_or(model_temp),
-        top_k: args.top_k.or(if sampling { g.top_k } else { None }).unwrap_or(0),
-        top_p: args.top_p.or(if sampling { g.top_p.map(|p| p as f32) } else { None }).unwrap_or(1.0),
-        min_p: args.min_p.or(if sampling { g.min_p.map(|p| p as f32) } else { None }).unwrap_or(0.0),
+        top_k: args
+            .top_k
+            .or(if sampling { g.top_k } else { None })
+            .unwrap_or(0),
+        top_p: args
+            .top_p
+            .or(if sampling {
+                g.top_p.map(|p| p as f32)
+            } else {
+                None
+            })
+            .unwrap_or(1.0),
+        min_p: args
+            .min_p
+            .or(if sampling {
+                g.min_p.map(|p| p as f32)
+            } else {
+                None
+            })
+            .unwrap_or(0.0),
         seed: args.seed,
     };
     if !(cfg.temperature >= 0.0 && cfg.temperature.is_finite()) {
@@ -131,7 +154,13 @@ fn messages(system: Option<&str>, user: &str) -> Vec<Message> {
     v
 }
 
-fn one_shot(args: &RunArgs, m: &LoadedModel, cfg: SamplerConfig, ctx: usize, prompt: &str) -> Result<ExitCode> {
+fn one_shot(
+    args: &RunArgs,
+    m: &LoadedModel,
+    cfg: SamplerConfig,
+    ctx: usize,
+    prompt: &str,
+) -> Result<ExitCode> {
     let prompt_ids = if args.raw {
         m.tokenizer.encode(prompt, true)?
     } else {
@@ -217,7 +246,10 @@ fn chat(args: &RunArgs, m: &LoadedModel, cfg: SamplerConfig, ctx: usize) -> Resu
     let mut cached: Vec<u32> = Vec::new();
     let mut sampler = Sampler::new(cfg);
     let stdin = std::io::stdin();
-    eprintln!("pocket chat with {} — /reset to start over, /exit or Ctrl-D to leave", m.path.display());
+    eprintln!(
+        "pocket chat with {} — /reset to start over, /exit or Ctrl-D to leave",
+        m.path.display()
+    );
     loop {
         eprint!("> ");
         let mut line = String::new();
@@ -240,23 +272,41 @@ fn chat(args: &RunArgs, m: &LoadedModel, cfg: SamplerConfig, ctx: usize) -> Resu
         }
         history.push(Message::new("user", line));
         let ids = m.encode_chat(&history, true)?;
-        let shared = cached.iter().zip(&ids).take_while(|(a, b)| a == b).count().min(ids.len() - 1);
+        let shared = cached
+            .iter()
+            .zip(&ids)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(ids.len() - 1);
         state.cache.truncate(shared);
         if ids.len() > state.cache.capacity() {
             history.pop();
-            eprintln!("(the conversation no longer fits the {ctx}-token context: /reset to start over)");
+            eprintln!(
+                "(the conversation no longer fits the {ctx}-token context: /reset to start over)"
+            );
             continue;
         }
         let mut stream = TextStream::new(&m.tokenizer);
         let mut out = std::io::stdout().lock();
-        let g = generate_turn(m, &mut state, &ids[shared..], &mut sampler, args, &mut stream, &mut out)?;
+        let g = generate_turn(
+            m,
+            &mut state,
+            &ids[shared..],
+            &mut sampler,
+            args,
+            &mut stream,
+            &mut out,
+        )?;
         if let Some(rest) = stream.finish() {
             out.write_all(rest.as_bytes())?;
         }
         writeln!(out)?;
         drop(out);
         print_stats(&g, state.cache.len(), ctx);
-        history.push(Message::new("assistant", &m.tokenizer.decode(&g.tokens, true)));
+        history.push(Message::new(
+            "assistant",
+            &m.tokenizer.decode(&g.tokens, true),
+        ));
         // The cache holds the prompt and every generated token except the last.
         cached = ids;
         cached.extend(&g.tokens[..g.tokens.len().saturating_sub(1)]);
@@ -273,11 +323,19 @@ fn generate_turn(
     stream: &mut TextStream,
     out: &mut impl Write,
 ) -> Result<Generation> {
-    Ok(generate(&m.model, state, new_ids, sampler, &m.stop_ids, args.max_tokens as usize, |id| {
-        if let Some(piece) = stream.push(id) {
-            let _ = out.write_all(piece.as_bytes());
-            let _ = out.flush();
-        }
-        Control::Continue
-    })?)
+    Ok(generate(
+        &m.model,
+        state,
+        new_ids,
+        sampler,
+        &m.stop_ids,
+        args.max_tokens as usize,
+        |id| {
+            if let Some(piece) = stream.push(id) {
+                let _ = out.write_all(piece.as_bytes());
+                let _ = out.flush();
+            }
+            Control::Continue
+        },
+    )?)
 }

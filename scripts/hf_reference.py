@@ -19,7 +19,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 PROMPTS = ["What is the capital of France?",
            "Write a Python function that returns the square of a number.",
            "Give me three tips for staying healthy.",
-           "Translate 'good morning' into French."]
+           "Translate 'good morning' into French.",
+           "Explain in two sentences what a neural network is."]
 TEXTS = {
     "english": "The quick brown fox jumps over the lazy dog. It's 2024, isn't it?",
     "chinese": "你好，世界！今天天气很好，我们去公园散步吧。",

@@ -17,7 +17,10 @@ pub struct Message {
 
 impl Message {
     pub fn new(role: &str, content: &str) -> Message {
-        Message { role: role.into(), content: content.into() }
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
     }
 }
 
@@ -37,18 +40,26 @@ impl ChatTemplate {
             .trim_blocks(true)
             .lstrip_blocks(true)
             .build()
-            .map_err(|e| Error::Template { path: origin.to_path_buf(), reason: e.to_string() })?;
+            .map_err(|e| Error::Template {
+                path: origin.to_path_buf(),
+                reason: e.to_string(),
+            })?;
         env.set_syntax(syntax);
         env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
-        env.add_template_owned("chat", source.to_string()).map_err(|e| Error::Template {
-            path: origin.to_path_buf(),
-            reason: describe(&e),
-        })?;
-        Ok(ChatTemplate { env, source: source.to_string(), origin: origin.to_path_buf() })
+        env.add_template_owned("chat", source.to_string())
+            .map_err(|e| Error::Template {
+                path: origin.to_path_buf(),
+                reason: describe(&e),
+            })?;
+        Ok(ChatTemplate {
+            env,
+            source: source.to_string(),
+            origin: origin.to_path_buf(),
+        })
     }
 
     /// Renders a conversation. `bos_token`/`eos_token` are the tokenizer's special tokens, which
@@ -71,14 +82,23 @@ impl ChatTemplate {
     }
 
     fn error(&self, e: &minijinja::Error) -> Error {
-        Error::Template { path: self.origin.clone(), reason: describe(e) }
+        Error::Template {
+            path: self.origin.clone(),
+            reason: describe(e),
+        }
     }
 }
 
 fn describe(e: &minijinja::Error) -> String {
     match e.line() {
-        Some(line) => format!("{} (line {line})", e.detail().unwrap_or(&e.kind().to_string())),
-        None => e.detail().map(str::to_string).unwrap_or_else(|| e.kind().to_string()),
+        Some(line) => format!(
+            "{} (line {line})",
+            e.detail().unwrap_or(&e.kind().to_string())
+        ),
+        None => e
+            .detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.kind().to_string()),
     }
 }
 
@@ -153,10 +173,28 @@ fn strftime_now(format: String) -> String {
 
 fn strftime(secs: i64, format: &str) -> String {
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-        "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
-    const DAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+    const DAYS: [&str; 7] = [
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+    ];
     let days = secs.div_euclid(86400);
     let rem = secs.rem_euclid(86400);
     // Civil-from-days (Howard Hinnant's algorithm).
@@ -219,7 +257,9 @@ mod tests {
                    [{{ m.content.strip() }}|{{ m.content.startswith(' h') }}]{% endfor %}";
         let out = render(src, &[Message::new("user", " hi ")]).unwrap();
         assert_eq!(out, "[hi|True]");
-        let err = render(src, &[Message::new("bad", "x")]).unwrap_err().to_string();
+        let err = render(src, &[Message::new("bad", "x")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no bad") && err.contains("t.jinja"), "{err}");
     }
 
@@ -236,12 +276,16 @@ mod tests {
     #[test]
     fn strftime_known_dates() {
         assert_eq!(strftime(0, "%d %b %Y %A"), "01 Jan 1970 Thursday");
-        assert_eq!(strftime(1_709_210_096, "%Y-%m-%d %H:%M:%S %j %B"), "2024-02-29 12:34:56 060 February");
+        assert_eq!(
+            strftime(1_709_210_096, "%Y-%m-%d %H:%M:%S %j %B"),
+            "2024-02-29 12:34:56 060 February"
+        );
     }
 
     #[test]
     fn hostile_loop_runs_out_of_fuel() {
-        let src = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        let src =
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
         assert!(render(src, &[]).is_err());
     }
 }

@@ -110,7 +110,14 @@ pub fn generate(
     })
 }
 
-fn sample_step(model: &Model, state: &mut State, token: u32, sampler: &mut Sampler) -> Result<u32, Error> {
-    let logits = model.step(state, token, true)?.expect("logits were requested");
+fn sample_step(
+    model: &Model,
+    state: &mut State,
+    token: u32,
+    sampler: &mut Sampler,
+) -> Result<u32, Error> {
+    let logits = model
+        .step(state, token, true)?
+        .expect("logits were requested");
     Ok(sampler.sample(logits))
 }

@@ -18,7 +18,12 @@ impl KvCache {
     /// `capacity` positions. Memory grows with use, not with capacity.
     pub fn new(num_layers: usize, kv_heads: usize, head_dim: usize, capacity: usize) -> KvCache {
         KvCache {
-            layers: (0..num_layers).map(|_| LayerCache { k: Vec::new(), v: Vec::new() }).collect(),
+            layers: (0..num_layers)
+                .map(|_| LayerCache {
+                    k: Vec::new(),
+                    v: Vec::new(),
+                })
+                .collect(),
             row: kv_heads * head_dim,
             len: 0,
             capacity,

@@ -26,7 +26,11 @@ pub struct LoadedModel {
 impl LoadedModel {
     pub fn open(path: &Path) -> Result<LoadedModel, Error> {
         if !path.exists() {
-            return Err(FormatError::Invalid { path: path.to_path_buf(), reason: "no such file or directory".into() }.into());
+            return Err(FormatError::Invalid {
+                path: path.to_path_buf(),
+                reason: "no such file or directory".into(),
+            }
+            .into());
         }
         if !HfCheckpoint::is_checkpoint_dir(path) {
             return Err(FormatError::Invalid {
@@ -37,12 +41,18 @@ impl LoadedModel {
         }
         let checkpoint = HfCheckpoint::open(path)?;
         let model = Model::from_checkpoint(&checkpoint).map_err(|e| match e {
-            Error::Invalid(m) | Error::Unsupported(m) => Error::Invalid(format!("{}: {m}", path.display())),
+            Error::Invalid(m) | Error::Unsupported(m) => {
+                Error::Invalid(format!("{}: {m}", path.display()))
+            }
             other => other,
         })?;
         let tok_path = path.join(TOKENIZER);
         if !tok_path.is_file() {
-            return Err(FormatError::Invalid { path: tok_path, reason: "missing (pocket needs tokenizer.json)".into() }.into());
+            return Err(FormatError::Invalid {
+                path: tok_path,
+                reason: "missing (pocket needs tokenizer.json)".into(),
+            }
+            .into());
         }
         let tokenizer = TextTokenizer::from_file(&tok_path)?;
         let tokenizer_config = TokenizerConfig::from_dir(path)?;
@@ -53,7 +63,11 @@ impl LoadedModel {
         let generation = checkpoint.generation.clone().unwrap_or_default();
         let mut stop_ids = generation.eos_token_ids.clone();
         stop_ids.extend(&checkpoint.spec.eos_token_ids);
-        if let Some(id) = tokenizer_config.eos_token.as_deref().and_then(|t| tokenizer.token_to_id(t)) {
+        if let Some(id) = tokenizer_config
+            .eos_token
+            .as_deref()
+            .and_then(|t| tokenizer.token_to_id(t))
+        {
             stop_ids.push(id);
         }
         stop_ids.sort_unstable();
@@ -71,7 +85,11 @@ impl LoadedModel {
     }
 
     /// The conversation rendered through the model's chat template.
-    pub fn render_chat(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String, Error> {
+    pub fn render_chat(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, Error> {
         let template = self.template.as_ref().ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: the model has no chat template (use --raw for plain text)",
@@ -89,7 +107,11 @@ impl LoadedModel {
 
     /// Token ids of a rendered conversation (special tokens come from the template itself, so
     /// none are added, as in transformers' `apply_chat_template`).
-    pub fn encode_chat(&self, messages: &[Message], add_generation_prompt: bool) -> Result<Vec<u32>, Error> {
+    pub fn encode_chat(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>, Error> {
         let text = self.render_chat(messages, add_generation_prompt)?;
         self.tokenizer.encode(&text, false)
     }

@@ -53,13 +53,21 @@ impl Model {
     /// Builds the model over a checkpoint's memory-mapped tensors (no weight is copied).
     pub fn from_checkpoint(ckpt: &HfCheckpoint) -> Result<Model, Error> {
         let s = &ckpt.spec;
-        let (h, q_dim, kv_dim) = (s.hidden_size, s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim);
+        let (h, q_dim, kv_dim) = (
+            s.hidden_size,
+            s.num_heads * s.head_dim,
+            s.num_kv_heads * s.head_dim,
+        );
         let matrix = |name: &str, rows, cols| Matrix::from_tensor(ckpt.tensor(name)?, rows, cols);
         let vector = |name: &str, len| load_vector(ckpt.tensor(name)?, len);
         let linear = |name: &str, rows, cols, bias: bool| -> Result<Linear, Error> {
             Ok(Linear {
                 weight: matrix(&format!("{name}.weight"), rows, cols)?,
-                bias: if bias { Some(vector(&format!("{name}.bias"), rows)?) } else { None },
+                bias: if bias {
+                    Some(vector(&format!("{name}.bias"), rows)?)
+                } else {
+                    None
+                },
             })
         };
         let mut layers = Vec::with_capacity(s.num_layers);
@@ -72,12 +80,30 @@ impl Model {
                 k_proj: linear(&format!("{a}.k_proj"), kv_dim, h, s.qkv_bias)?,
                 v_proj: linear(&format!("{a}.v_proj"), kv_dim, h, s.qkv_bias)?,
                 o_proj: linear(&format!("{a}.o_proj"), h, q_dim, s.o_bias)?,
-                q_norm: if s.qk_norm { Some(vector(&format!("{a}.q_norm.weight"), s.head_dim)?) } else { None },
-                k_norm: if s.qk_norm { Some(vector(&format!("{a}.k_norm.weight"), s.head_dim)?) } else { None },
+                q_norm: if s.qk_norm {
+                    Some(vector(&format!("{a}.q_norm.weight"), s.head_dim)?)
+                } else {
+                    None
+                },
+                k_norm: if s.qk_norm {
+                    Some(vector(&format!("{a}.k_norm.weight"), s.head_dim)?)
+                } else {
+                    None
+                },
                 post_attention_norm: vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
-                gate_proj: linear(&format!("{m}.gate_proj"), s.intermediate_size, h, s.mlp_bias)?,
+                gate_proj: linear(
+                    &format!("{m}.gate_proj"),
+                    s.intermediate_size,
+                    h,
+                    s.mlp_bias,
+                )?,
                 up_proj: linear(&format!("{m}.up_proj"), s.intermediate_size, h, s.mlp_bias)?,
-                down_proj: linear(&format!("{m}.down_proj"), h, s.intermediate_size, s.mlp_bias)?,
+                down_proj: linear(
+                    &format!("{m}.down_proj"),
+                    h,
+                    s.intermediate_size,
+                    s.mlp_bias,
+                )?,
             });
         }
         let lm_head = if s.tie_word_embeddings {
@@ -115,14 +141,25 @@ impl Model {
 
     /// Runs one token at the next position of `state`. Returns the logits when `want_logits`
     /// (prefill skips the head for all but the last prompt token).
-    pub fn step<'s>(&self, state: &'s mut State, token: u32, want_logits: bool) -> Result<Option<&'s [f32]>, Error> {
+    pub fn step<'s>(
+        &self,
+        state: &'s mut State,
+        token: u32,
+        want_logits: bool,
+    ) -> Result<Option<&'s [f32]>, Error> {
         let s = &self.spec;
         let pos = state.cache.len();
         if pos >= state.cache.capacity() {
-            return Err(Error::Invalid(format!("context is full ({} positions)", state.cache.capacity())));
+            return Err(Error::Invalid(format!(
+                "context is full ({} positions)",
+                state.cache.capacity()
+            )));
         }
         if token as usize >= s.vocab_size {
-            return Err(Error::Invalid(format!("token id {token} is outside the vocabulary ({})", s.vocab_size)));
+            return Err(Error::Invalid(format!(
+                "token id {token} is outside the vocabulary ({})",
+                s.vocab_size
+            )));
         }
         let eps = s.rms_norm_eps as f32;
         self.embed_tokens.row(token as usize, &mut state.x);
@@ -133,8 +170,14 @@ impl Model {
             layer.k_proj.forward(&state.xn, &mut state.k);
             layer.v_proj.forward(&state.xn, &mut state.v);
             if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                state.q.chunks_exact_mut(s.head_dim).for_each(|h| rms_norm_in_place(h, qn, eps));
-                state.k.chunks_exact_mut(s.head_dim).for_each(|h| rms_norm_in_place(h, kn, eps));
+                state
+                    .q
+                    .chunks_exact_mut(s.head_dim)
+                    .for_each(|h| rms_norm_in_place(h, qn, eps));
+                state
+                    .k
+                    .chunks_exact_mut(s.head_dim)
+                    .for_each(|h| rms_norm_in_place(h, kn, eps));
             }
             self.rope.apply(&mut state.q, s.head_dim, pos);
             self.rope.apply(&mut state.k, s.head_dim, pos);
@@ -155,7 +198,10 @@ impl Model {
             return Ok(None);
         }
         rms_norm(&state.x, &self.norm, eps, &mut state.xn);
-        self.lm_head.as_ref().unwrap_or(&self.embed_tokens).matvec(&state.xn, &mut state.logits);
+        self.lm_head
+            .as_ref()
+            .unwrap_or(&self.embed_tokens)
+            .matvec(&state.xn, &mut state.logits);
         Ok(Some(&state.logits))
     }
 

@@ -70,10 +70,14 @@ mod tests {
 
     #[test]
     fn softmax_sums_to_one_and_keeps_order() {
-        let mut x = vec![1.0, 3.0, -2.0, 1000.0];
+        let mut x = vec![1.0, 3.0, -2.0, 8.0];
         softmax(&mut x);
         assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         assert!(x[3] > 0.99 && x[1] > x[0] && x[0] > x[2]);
+        // Large logits must not overflow.
+        let mut y = vec![1000.0, 1000.0];
+        softmax(&mut y);
+        assert_eq!(y, vec![0.5, 0.5]);
     }
 
     #[test]

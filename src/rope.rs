@@ -30,13 +30,21 @@ impl Rope {
                 high_freq_factor,
                 original_max_position_embeddings,
             } => {
-                let (factor, low, high) = (factor as f32, low_freq_factor as f32, high_freq_factor as f32);
+                let (factor, low, high) = (
+                    factor as f32,
+                    low_freq_factor as f32,
+                    high_freq_factor as f32,
+                );
                 let old_len = original_max_position_embeddings as f32;
                 let low_freq_wavelen = old_len / low;
                 let high_freq_wavelen = old_len / high;
                 for f in &mut inv_freq {
                     let wavelen = 2.0 * std::f32::consts::PI / *f;
-                    let scaled = if wavelen > low_freq_wavelen { *f / factor } else { *f };
+                    let scaled = if wavelen > low_freq_wavelen {
+                        *f / factor
+                    } else {
+                        *f
+                    };
                     let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
                     *f = if medium {
                         let smooth = (old_len / wavelen - low) / (high - low);
@@ -72,7 +80,13 @@ mod tests {
 
     #[test]
     fn position_zero_is_identity_and_rotation_keeps_norm() {
-        let rope = Rope::new(&RopeConfig { theta: 10000.0, scaling: RopeScaling::None }, 8);
+        let rope = Rope::new(
+            &RopeConfig {
+                theta: 10000.0,
+                scaling: RopeScaling::None,
+            },
+            8,
+        );
         let orig: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
         let mut x = orig.clone();
         rope.apply(&mut x, 8, 0);

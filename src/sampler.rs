@@ -17,7 +17,13 @@ pub struct SamplerConfig {
 
 impl Default for SamplerConfig {
     fn default() -> Self {
-        SamplerConfig { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, seed: 0 }
+        SamplerConfig {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 0,
+        }
     }
 }
 
@@ -29,7 +35,11 @@ pub struct Sampler {
 
 impl Sampler {
     pub fn new(config: SamplerConfig) -> Sampler {
-        Sampler { rng: Rng::new(config.seed), config, candidates: Vec::new() }
+        Sampler {
+            rng: Rng::new(config.seed),
+            config,
+            candidates: Vec::new(),
+        }
     }
 
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
@@ -40,7 +50,12 @@ impl Sampler {
         // Candidates sorted by logit, highest first (ties by lower id, as a stable sort does).
         let cand = &mut self.candidates;
         cand.clear();
-        cand.extend(logits.iter().enumerate().map(|(i, &l)| (i as u32, l / c.temperature)));
+        cand.extend(
+            logits
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| (i as u32, l / c.temperature)),
+        );
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if c.top_k > 0 && c.top_k < cand.len() {
             cand.truncate(c.top_k);
@@ -142,20 +157,40 @@ mod tests {
     #[test]
     fn same_seed_same_draws_and_filters_hold() {
         let logits: Vec<f32> = (0..50).map(|i| ((i * 7919) % 13) as f32 * 0.3).collect();
-        let cfg = SamplerConfig { temperature: 0.8, top_k: 5, top_p: 0.9, min_p: 0.0, seed: 42 };
+        let cfg = SamplerConfig {
+            temperature: 0.8,
+            top_k: 5,
+            top_p: 0.9,
+            min_p: 0.0,
+            seed: 42,
+        };
         let draw = |cfg: &SamplerConfig| {
             let mut s = Sampler::new(cfg.clone());
             (0..200).map(|_| s.sample(&logits)).collect::<Vec<_>>()
         };
         let a = draw(&cfg);
         assert_eq!(a, draw(&cfg));
-        assert_ne!(a, draw(&SamplerConfig { seed: 43, ..cfg.clone() }));
+        assert_ne!(
+            a,
+            draw(&SamplerConfig {
+                seed: 43,
+                ..cfg.clone()
+            })
+        );
         // top-k 5: only the five best ids can ever appear.
         let mut order: Vec<u32> = (0..50).collect();
-        order.sort_by(|&x, &y| logits[y as usize].total_cmp(&logits[x as usize]).then(x.cmp(&y)));
+        order.sort_by(|&x, &y| {
+            logits[y as usize]
+                .total_cmp(&logits[x as usize])
+                .then(x.cmp(&y))
+        });
         assert!(a.iter().all(|id| order[..5].contains(id)));
         // top-p tiny keeps only the best token.
-        let mut s = Sampler::new(SamplerConfig { top_p: 1e-6, top_k: 0, ..cfg });
+        let mut s = Sampler::new(SamplerConfig {
+            top_p: 1e-6,
+            top_k: 0,
+            ..cfg
+        });
         assert!((0..20).all(|_| s.sample(&logits) == order[0]));
     }
 }

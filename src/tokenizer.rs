@@ -15,17 +15,23 @@ impl TextTokenizer {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        Ok(TextTokenizer { inner, path: path.to_path_buf() })
+        Ok(TextTokenizer {
+            inner,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Token ids of `text`. `add_special` applies the tokenizer's post-processor (e.g. a BOS),
     /// as `tokenizer(text)` does in transformers; chat templates already contain their special
     /// tokens and are encoded without it, as `apply_chat_template` does.
     pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<u32>, Error> {
-        let enc = self.inner.encode(text, add_special).map_err(|e| Error::Tokenizer {
-            path: self.path.clone(),
-            reason: format!("encoding failed: {e}"),
-        })?;
+        let enc = self
+            .inner
+            .encode(text, add_special)
+            .map_err(|e| Error::Tokenizer {
+                path: self.path.clone(),
+                reason: format!("encoding failed: {e}"),
+            })?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -89,7 +95,12 @@ pub struct TextStream<'t> {
 
 impl<'t> TextStream<'t> {
     pub fn new(tok: &'t TextTokenizer) -> TextStream<'t> {
-        TextStream { tok, ids: Vec::new(), prefix: 0, read: 0 }
+        TextStream {
+            tok,
+            ids: Vec::new(),
+            prefix: 0,
+            read: 0,
+        }
     }
 
     /// Adds a token; returns the new text it completes, if any.
@@ -97,7 +108,10 @@ impl<'t> TextStream<'t> {
         self.ids.push(id);
         let before = self.tok.decode(&self.ids[self.prefix..self.read], true);
         let now = self.tok.decode(&self.ids[self.prefix..], true);
-        if now.len() > before.len() && !now.ends_with('\u{FFFD}') && now.is_char_boundary(before.len()) {
+        if now.len() > before.len()
+            && !now.ends_with('\u{FFFD}')
+            && now.is_char_boundary(before.len())
+        {
             let piece = now[before.len()..].to_string();
             self.prefix = self.read;
             self.read = self.ids.len();
@@ -113,6 +127,7 @@ impl<'t> TextStream<'t> {
         let now = self.tok.decode(&self.ids[self.prefix..], true);
         self.prefix = self.ids.len();
         self.read = self.ids.len();
-        (now.len() > before.len() && now.is_char_boundary(before.len())).then(|| now[before.len()..].to_string())
+        (now.len() > before.len() && now.is_char_boundary(before.len()))
+            .then(|| now[before.len()..].to_string())
     }
 }

@@ -48,7 +48,12 @@ impl Matrix {
                 )))
             }
         };
-        Ok(Matrix { name: t.name.clone(), rows, cols, storage })
+        Ok(Matrix {
+            name: t.name.clone(),
+            rows,
+            cols,
+            storage,
+        })
     }
 
     pub fn storage_name(&self) -> &'static str {
@@ -78,13 +83,15 @@ impl Matrix {
     /// `y = W x`, rows split across the thread pool.
     pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
         assert!(x.len() == self.cols && y.len() == self.rows);
-        y.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(chunk, ys)| {
-            let first = chunk * ROWS_PER_TASK;
-            let mut row = vec![0.0f32; self.cols];
-            for (i, yi) in ys.iter_mut().enumerate() {
-                *yi = self.row_dot(first + i, x, &mut row);
-            }
-        });
+        y.par_chunks_mut(ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(chunk, ys)| {
+                let first = chunk * ROWS_PER_TASK;
+                let mut row = vec![0.0f32; self.cols];
+                for (i, yi) in ys.iter_mut().enumerate() {
+                    *yi = self.row_dot(first + i, x, &mut row);
+                }
+            });
     }
 
     fn row_dot(&self, r: usize, x: &[f32], scratch: &mut [f32]) -> f32 {
@@ -120,6 +127,10 @@ pub fn load_vector(t: &MappedTensor, len: usize) -> Result<Vec<f32>, Error> {
         )));
     }
     t.to_f32_vec().ok_or_else(|| {
-        Error::Unsupported(format!("tensor `{}` has dtype {}; expected F32, F16 or BF16", t.name, t.dtype.name()))
+        Error::Unsupported(format!(
+            "tensor `{}` has dtype {}; expected F32, F16 or BF16",
+            t.name,
+            t.dtype.name()
+        ))
     })
 }

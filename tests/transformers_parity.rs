@@ -11,13 +11,22 @@ use std::path::PathBuf;
 const FIXTURES: [&str; 3] = ["llama-tiny", "qwen2-tiny", "qwen3-tiny"];
 
 fn fixture(name: &str) -> (LoadedModel, Value) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny").join(name);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tiny")
+        .join(name);
     let reference = std::fs::read_to_string(dir.join("reference.json")).expect("reference.json");
-    (LoadedModel::open(&dir).expect("fixture loads"), serde_json::from_str(&reference).unwrap())
+    (
+        LoadedModel::open(&dir).expect("fixture loads"),
+        serde_json::from_str(&reference).unwrap(),
+    )
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 #[test]
@@ -36,7 +45,10 @@ fn logits_match_transformers_at_every_position() {
                 worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
             }
         }
-        eprintln!("{name}: max |logit - transformers| = {worst:.2e} over {} positions", tokens.len());
+        eprintln!(
+            "{name}: max |logit - transformers| = {worst:.2e} over {} positions",
+            tokens.len()
+        );
         assert!(worst <= 1e-4, "{name}: max abs logit error {worst} > 1e-4");
     }
 }
@@ -47,13 +59,27 @@ fn greedy_generation_matches_transformers() {
         let (m, r) = fixture(name);
         for case in r["greedy"].as_array().unwrap() {
             let prompt = case["prompt"].as_str().unwrap();
-            let prompt_ids = m.encode_chat(&[Message::new("user", prompt)], true).unwrap();
-            assert_eq!(prompt_ids, ids(&case["prompt_ids"]), "{name}: prompt ids for {prompt:?}");
+            let prompt_ids = m
+                .encode_chat(&[Message::new("user", prompt)], true)
+                .unwrap();
+            assert_eq!(
+                prompt_ids,
+                ids(&case["prompt_ids"]),
+                "{name}: prompt ids for {prompt:?}"
+            );
             let want = ids(&case["generated_ids"]);
             let mut state = m.model.new_state(256);
             let mut sampler = Sampler::new(SamplerConfig::default());
-            let g = generate(&m.model, &mut state, &prompt_ids, &mut sampler, &m.stop_ids, 20, |_| Control::Continue)
-                .unwrap();
+            let g = generate(
+                &m.model,
+                &mut state,
+                &prompt_ids,
+                &mut sampler,
+                &m.stop_ids,
+                20,
+                |_| Control::Continue,
+            )
+            .unwrap();
             let mut got = g.tokens.clone();
             if g.finish_reason == FinishReason::Stop {
                 // transformers includes the end-of-sequence token in its output.
@@ -71,15 +97,34 @@ fn tokenizer_and_chat_template_match_transformers() {
         let (m, r) = fixture(name);
         for case in r["tokenize"].as_array().unwrap() {
             let text = case["text"].as_str().unwrap();
-            assert_eq!(m.tokenizer.encode(text, false).unwrap(), ids(&case["ids"]), "{name}: {text:?}");
-            assert_eq!(m.tokenizer.encode(text, true).unwrap(), ids(&case["ids_special"]), "{name}: {text:?}");
-            assert_eq!(m.tokenizer.decode(&ids(&case["ids"]), false), case["decoded"].as_str().unwrap());
+            assert_eq!(
+                m.tokenizer.encode(text, false).unwrap(),
+                ids(&case["ids"]),
+                "{name}: {text:?}"
+            );
+            assert_eq!(
+                m.tokenizer.encode(text, true).unwrap(),
+                ids(&case["ids_special"]),
+                "{name}: {text:?}"
+            );
+            assert_eq!(
+                m.tokenizer.decode(&ids(&case["ids"]), false),
+                case["decoded"].as_str().unwrap()
+            );
         }
         let chat = &r["chat"];
         let messages: Vec<Message> = serde_json::from_value(chat["messages"].clone()).unwrap();
         let rendered = m.render_chat(&messages, true).unwrap();
-        assert_eq!(rendered, chat["rendered"].as_str().unwrap(), "{name}: rendered chat");
-        assert_eq!(m.encode_chat(&messages, true).unwrap(), ids(&chat["ids"]), "{name}: chat ids");
+        assert_eq!(
+            rendered,
+            chat["rendered"].as_str().unwrap(),
+            "{name}: rendered chat"
+        );
+        assert_eq!(
+            m.encode_chat(&messages, true).unwrap(),
+            ids(&chat["ids"]),
+            "{name}: chat ids"
+        );
     }
 }
 
@@ -100,7 +145,12 @@ fn kv_cache_reuse_equals_a_fresh_run() {
     reused.cache.truncate(10);
     let mut got = Vec::new();
     for &t in &tokens[10..] {
-        got = m.model.step(&mut reused, t, true).unwrap().unwrap().to_vec();
+        got = m
+            .model
+            .step(&mut reused, t, true)
+            .unwrap()
+            .unwrap()
+            .to_vec();
     }
     assert_eq!(got, want);
 }

@@ -91,18 +91,22 @@ impl HfCheckpoint {
 
     /// The tensor, or an error naming the weight file(s) that should have held it.
     pub fn tensor(&self, name: &str) -> Result<&MappedTensor, FormatError> {
-        self.tensors.get(name).ok_or_else(|| FormatError::MissingTensor {
-            path: match self.weight_files.as_slice() {
-                [one] => one.clone(),
-                _ => self.dir.join(SHARD_INDEX),
-            },
-            name: name.to_string(),
-        })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| FormatError::MissingTensor {
+                path: match self.weight_files.as_slice() {
+                    [one] => one.clone(),
+                    _ => self.dir.join(SHARD_INDEX),
+                },
+                name: name.to_string(),
+            })
     }
 
     /// The file a tensor was read from.
     pub fn file_of(&self, name: &str) -> Option<&Path> {
-        self.origin.get(name).map(|&i| self.weight_files[i].as_path())
+        self.origin
+            .get(name)
+            .map(|&i| self.weight_files[i].as_path())
     }
 
     pub fn tensors(&self) -> impl Iterator<Item = &MappedTensor> {
@@ -138,12 +142,16 @@ fn weight_files(dir: &Path) -> Result<(Vec<PathBuf>, ExpectedTensors), FormatErr
                 reason: "expected a file name".into(),
             })?;
             // A shard name is a plain file in this directory: never a path that escapes it.
-            let plain = Path::new(file).file_name().map(|n| n == std::ffi::OsStr::new(file));
+            let plain = Path::new(file)
+                .file_name()
+                .map(|n| n == std::ffi::OsStr::new(file));
             if plain != Some(true) || file == ".." || file == "." {
                 return Err(FormatError::InvalidField {
                     path: index_path.clone(),
                     field: format!("weight_map.{name}"),
-                    reason: format!("`{file}` is not a plain file name in the checkpoint directory"),
+                    reason: format!(
+                        "`{file}` is not a plain file name in the checkpoint directory"
+                    ),
                 });
             }
             files.insert(file.to_string());

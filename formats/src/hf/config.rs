@@ -47,7 +47,9 @@ impl Family {
 pub enum RopeScaling {
     None,
     /// Positions divided by `factor` (transformers' "linear").
-    Linear { factor: f64 },
+    Linear {
+        factor: f64,
+    },
     /// Llama 3.1/3.2's wavelength-dependent smoothing of the inverse frequencies.
     Llama3 {
         factor: f64,
@@ -102,10 +104,12 @@ impl ModelSpec {
     /// Parses a config already in memory; `path` is only used in error messages.
     pub fn from_json(path: &Path, value: &serde_json::Value) -> Result<ModelSpec, FormatError> {
         let f = Fields::new(path, value)?;
-        let model_type = f.opt_str("model_type")?.ok_or_else(|| FormatError::MissingField {
-            path: path.to_path_buf(),
-            field: "model_type".into(),
-        })?;
+        let model_type = f
+            .opt_str("model_type")?
+            .ok_or_else(|| FormatError::MissingField {
+                path: path.to_path_buf(),
+                field: "model_type".into(),
+            })?;
         let family = Family::from_model_type(model_type).ok_or_else(|| {
             FormatError::UnknownArchitecture {
                 path: path.to_path_buf(),
@@ -121,7 +125,8 @@ impl ModelSpec {
         let hidden_size = f.usize("hidden_size")?;
         let num_heads = f.usize("num_attention_heads")?;
         let num_kv_heads = f.opt_usize("num_key_value_heads")?.unwrap_or(num_heads);
-        if hidden_size == 0 || num_heads == 0 || num_kv_heads == 0 || num_heads % num_kv_heads != 0 {
+        if hidden_size == 0 || num_heads == 0 || num_kv_heads == 0 || num_heads % num_kv_heads != 0
+        {
             return Err(invalid(
                 "num_key_value_heads",
                 format!("{num_heads} heads cannot be shared by {num_kv_heads} KV heads (hidden {hidden_size})"),
@@ -130,28 +135,42 @@ impl ModelSpec {
         let head_dim = match f.opt_usize("head_dim")? {
             Some(d) => d,
             None if hidden_size % num_heads == 0 => hidden_size / num_heads,
-            None => {
-                return Err(invalid(
-                    "hidden_size",
-                    format!("{hidden_size} is not divisible by {num_heads} heads and no head_dim is given"),
-                ))
-            }
+            None => return Err(invalid(
+                "hidden_size",
+                format!(
+                    "{hidden_size} is not divisible by {num_heads} heads and no head_dim is given"
+                ),
+            )),
         };
         if head_dim == 0 || head_dim % 2 != 0 {
-            return Err(invalid("head_dim", format!("{head_dim} must be even and non-zero for RoPE")));
+            return Err(invalid(
+                "head_dim",
+                format!("{head_dim} must be even and non-zero for RoPE"),
+            ));
         }
         if let Some(act) = f.opt_str("hidden_act")? {
             if act != "silu" {
-                return Err(invalid("hidden_act", format!("`{act}` is not supported (only silu)")));
+                return Err(invalid(
+                    "hidden_act",
+                    format!("`{act}` is not supported (only silu)"),
+                ));
             }
         }
         if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
-            return Err(invalid("use_sliding_window", "sliding-window attention is not supported".into()));
+            return Err(invalid(
+                "use_sliding_window",
+                "sliding-window attention is not supported".into(),
+            ));
         }
 
         let attention_bias = f.opt_bool("attention_bias")?.unwrap_or(false);
         let (qkv_bias, o_bias, mlp_bias, qk_norm) = match family {
-            Family::Llama => (attention_bias, attention_bias, f.opt_bool("mlp_bias")?.unwrap_or(false), false),
+            Family::Llama => (
+                attention_bias,
+                attention_bias,
+                f.opt_bool("mlp_bias")?.unwrap_or(false),
+                false,
+            ),
             Family::Qwen2 => (true, false, false, false),
             Family::Qwen3 => (attention_bias, attention_bias, false, true),
         };
@@ -176,7 +195,9 @@ impl ModelSpec {
             num_kv_heads,
             head_dim,
             vocab_size: positive("vocab_size")?,
-            max_position_embeddings: f.opt_usize("max_position_embeddings")?.unwrap_or(default_positions),
+            max_position_embeddings: f
+                .opt_usize("max_position_embeddings")?
+                .unwrap_or(default_positions),
             rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
             rope: read_rope(&f)?,
             tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
@@ -186,7 +207,10 @@ impl ModelSpec {
             qk_norm,
             bos_token_id: f.token_ids("bos_token_id")?.first().copied(),
             eos_token_ids: f.token_ids("eos_token_id")?,
-            dtype: f.opt_str("dtype")?.or(f.opt_str("torch_dtype")?).map(str::to_string),
+            dtype: f
+                .opt_str("dtype")?
+                .or(f.opt_str("torch_dtype")?)
+                .map(str::to_string),
         })
     }
 
@@ -200,7 +224,10 @@ impl ModelSpec {
 fn read_rope(f: &Fields) -> Result<RopeConfig, FormatError> {
     let params = f.object("rope_parameters")?;
     let scaling = match &params {
-        Some(p) => Some(Fields { path: p.path, obj: p.obj }),
+        Some(p) => Some(Fields {
+            path: p.path,
+            obj: p.obj,
+        }),
         None => f.object("rope_scaling")?,
     };
     let theta = match &params {
@@ -224,10 +251,11 @@ fn read_rope(f: &Fields) -> Result<RopeConfig, FormatError> {
                 None => s.opt_str("type")?,
             };
             let factor = || -> Result<f64, FormatError> {
-                s.opt_f64("factor")?.ok_or_else(|| FormatError::MissingField {
-                    path: f.path.to_path_buf(),
-                    field: "rope_scaling.factor".into(),
-                })
+                s.opt_f64("factor")?
+                    .ok_or_else(|| FormatError::MissingField {
+                        path: f.path.to_path_buf(),
+                        field: "rope_scaling.factor".into(),
+                    })
             };
             match kind.unwrap_or("default") {
                 "default" => RopeScaling::None,
@@ -244,7 +272,9 @@ fn read_rope(f: &Fields) -> Result<RopeConfig, FormatError> {
                     return Err(FormatError::InvalidField {
                         path: f.path.to_path_buf(),
                         field: "rope_scaling".into(),
-                        reason: format!("rope type `{other}` is not supported (default, linear, llama3)"),
+                        reason: format!(
+                            "rope type `{other}` is not supported (default, linear, llama3)"
+                        ),
                     })
                 }
             }

@@ -48,17 +48,18 @@ impl<'a> Fields<'a> {
     pub fn opt_usize(&self, field: &str) -> Result<Option<usize>, FormatError> {
         match self.get(field) {
             None => Ok(None),
-            Some(v) => as_usize(v)
-                .map(Some)
-                .ok_or_else(|| self.invalid(field, format!("expected a non-negative integer, got {v}"))),
+            Some(v) => as_usize(v).map(Some).ok_or_else(|| {
+                self.invalid(field, format!("expected a non-negative integer, got {v}"))
+            }),
         }
     }
 
     pub fn usize(&self, field: &str) -> Result<usize, FormatError> {
-        self.opt_usize(field)?.ok_or_else(|| FormatError::MissingField {
-            path: self.path.to_path_buf(),
-            field: field.to_string(),
-        })
+        self.opt_usize(field)?
+            .ok_or_else(|| FormatError::MissingField {
+                path: self.path.to_path_buf(),
+                field: field.to_string(),
+            })
     }
 
     pub fn opt_f64(&self, field: &str) -> Result<Option<f64>, FormatError> {
@@ -97,10 +98,7 @@ impl<'a> Fields<'a> {
         let bad = || self.invalid(field, "expected a token id or a list of token ids");
         match self.get(field) {
             None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| as_u32(v).ok_or_else(bad))
-                .collect(),
+            Some(Value::Array(items)) => items.iter().map(|v| as_u32(v).ok_or_else(bad)).collect(),
             Some(v) => Ok(vec![as_u32(v).ok_or_else(bad)?]),
         }
     }
@@ -108,7 +106,10 @@ impl<'a> Fields<'a> {
     pub fn object(&self, field: &str) -> Result<Option<Fields<'a>>, FormatError> {
         match self.get(field) {
             None => Ok(None),
-            Some(v) if v.is_object() => Ok(Some(Fields { path: self.path, obj: v })),
+            Some(v) if v.is_object() => Ok(Some(Fields {
+                path: self.path,
+                obj: v,
+            })),
             Some(v) => Err(self.invalid(field, format!("expected an object, got {v}"))),
         }
     }

@@ -80,7 +80,10 @@ impl MappedTensor {
     pub fn to_f32_vec(&self) -> Option<Vec<f32>> {
         let b = self.bytes();
         Some(match self.dtype {
-            DType::F32 => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+            DType::F32 => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
             DType::F16 => b
                 .chunks_exact(2)
                 .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
@@ -92,6 +95,69 @@ impl MappedTensor {
             DType::Other(_) => return None,
         })
     }
+}
+
+/// Per-tensor checks made before the `safetensors` crate's own validation, so an error names
+/// the tensor and the numbers that do not fit (the crate's messages do not always say which).
+fn check_tensor_table(map: &[u8], bad: &dyn Fn(String) -> FormatError) -> Result<(), FormatError> {
+    let size = map.len() as u64;
+    let declared = u64::from_le_bytes(map[..8].try_into().expect("file has at least 8 bytes"));
+    if declared > size - 8 {
+        return Err(bad(format!(
+            "header length {declared} runs past the end of the {size}-byte file (truncated?)"
+        )));
+    }
+    let data_len = size - 8 - declared;
+    let header: serde_json::Value = match serde_json::from_slice(&map[8..8 + declared as usize]) {
+        Ok(v) => v,
+        Err(e) => return Err(bad(format!("header is not valid JSON: {e}"))),
+    };
+    let Some(table) = header.as_object() else {
+        return Err(bad("header is not a JSON object".into()));
+    };
+    for (name, info) in table.iter().filter(|(k, _)| *k != "__metadata__") {
+        let elem: u64 = match info.get("dtype").and_then(|d| d.as_str()) {
+            Some("F64" | "I64" | "U64") => 8,
+            Some("F32" | "I32" | "U32") => 4,
+            Some("F16" | "BF16" | "I16" | "U16") => 2,
+            Some("I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2") => 1,
+            _ => continue, // left to the crate, which knows every dtype
+        };
+        let shape: Option<Vec<u64>> = info
+            .get("shape")
+            .and_then(|s| s.as_array())
+            .and_then(|a| a.iter().map(|d| d.as_u64()).collect());
+        let offsets: Option<Vec<u64>> = info
+            .get("data_offsets")
+            .and_then(|s| s.as_array())
+            .and_then(|a| a.iter().map(|d| d.as_u64()).collect());
+        let (Some(shape), Some(offsets)) = (shape, offsets) else {
+            return Err(bad(format!(
+                "tensor `{name}`: shape or data_offsets is not a list of integers"
+            )));
+        };
+        let [begin, end] = offsets[..] else {
+            return Err(bad(format!(
+                "tensor `{name}`: data_offsets must have two entries"
+            )));
+        };
+        let bytes = shape.iter().try_fold(elem, |acc, &d| acc.checked_mul(d));
+        let Some(bytes) = bytes else {
+            return Err(bad(format!("tensor `{name}`: shape {shape:?} overflows")));
+        };
+        if begin > end || end > data_len {
+            return Err(bad(format!(
+                "tensor `{name}`: data_offsets [{begin}, {end}] run past the end of the {data_len}-byte data section (file truncated?)"
+            )));
+        }
+        if end - begin != bytes {
+            return Err(bad(format!(
+                "tensor `{name}`: shape {shape:?} needs {bytes} bytes but data_offsets [{begin}, {end}] hold {}",
+                end - begin
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One safetensors file and its tensor table.
@@ -111,13 +177,16 @@ impl SafetensorsFile {
             reason,
         };
         if size < 8 {
-            return Err(bad(format!("file is {size} bytes, too short for the 8-byte header length")));
+            return Err(bad(format!(
+                "file is {size} bytes, too short for the 8-byte header length"
+            )));
         }
         // SAFETY: the file is opened read-only and mapped read-only. pocket never writes to
         // model files it reads; like every mmap-based loader we rely on other processes not
         // truncating the file while it is mapped.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| FormatError::io(path, e))?;
         let map = Arc::new(map);
+        check_tensor_table(&map, &bad)?;
         let (header_len, meta) = safetensors::SafeTensors::read_metadata(&map).map_err(|e| {
             let declared = u64::from_le_bytes(map[..8].try_into().unwrap_or([0; 8]));
             bad(match e {
@@ -141,7 +210,9 @@ impl SafetensorsFile {
                 return Err(bad(format!("tensor `{name}`: offsets overflow")));
             };
             if start > end || end > map.len() {
-                return Err(bad(format!("tensor `{name}`: offsets {s}..{e} run past the end of the file")));
+                return Err(bad(format!(
+                    "tensor `{name}`: offsets {s}..{e} run past the end of the file"
+                )));
             }
             tensors.insert(
                 name.clone(),

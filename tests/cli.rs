@@ -1,0 +1,293 @@
+//! The `pocket` binary as users and scripts see it: help, exit codes, JSON output, and clean
+//! one-line errors on broken input.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn pocket(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .output()
+        .expect("run pocket")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tiny")
+        .join(name)
+}
+
+/// A writable copy of a fixture checkpoint, to break.
+fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dst = tmp.path().join(name);
+    std::fs::create_dir(&dst).unwrap();
+    for e in std::fs::read_dir(fixture(name)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+    (tmp, dst)
+}
+
+/// Bad input: exit code 1, one line on stderr naming `names`, and no panic.
+fn assert_clean_error(dir: &Path, names: &[&str]) -> String {
+    for cmd in ["inspect", "run"] {
+        let out =
+            pocket(&[cmd, dir.to_str().unwrap(), "-p", "hi"][..if cmd == "run" { 4 } else { 2 }]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "one line expected: {err}"
+        );
+        assert!(err.starts_with("error: "), "{err}");
+        for n in names {
+            assert!(err.contains(n), "{cmd}: {err:?} should mention {n:?}");
+        }
+        assert!(out.stdout.is_empty());
+    }
+    String::from_utf8_lossy(&pocket(&["inspect", dir.to_str().unwrap()]).stderr).to_string()
+}
+
+fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
+    let out = pocket(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for sub in ["export", "quantize", "run", "eval", "bench", "inspect"] {
+        assert!(help.contains(sub), "{sub} missing from --help");
+        assert!(pocket(&[sub, "--help"]).status.success(), "{sub} --help");
+    }
+    for sub in ["export", "quantize", "eval", "bench"] {
+        let out = pocket(&[sub, "whatever"]);
+        assert_eq!(out.status.code(), Some(3), "{sub} must not pretend to work");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not built yet"));
+    }
+    assert_eq!(
+        pocket(&["run"]).status.code(),
+        Some(2),
+        "missing argument is a usage error"
+    );
+    assert_eq!(pocket(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn inspect_json_counts_parameters() {
+    let out = pocket(&["inspect", fixture("qwen3-tiny").to_str().unwrap(), "--json"]);
+    assert!(out.status.success());
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // qwen3-tiny: vocab 384, hidden 64, 3 layers, 4 heads × head_dim 32, 2 KV heads, FFN 128,
+    // q/k norms, tied head.
+    let (v, h, l, q, kv, f, d) = (384, 64, 3, 4 * 32, 2 * 32, 128, 32);
+    let per_layer = 2 * h + h * q + 2 * h * kv + q * h + 2 * d + 3 * h * f;
+    assert_eq!(r["parameters"], v * h + l * per_layer + h);
+    assert_eq!(r["spec"]["family"], "qwen3");
+    assert_eq!(r["spec"]["head_dim"], 32);
+    assert_eq!(r["dtypes"]["F16"]["parameters"], r["parameters"]);
+    assert_eq!(r["tensors"].as_array().unwrap().len(), 1 + l * 11 + 1);
+}
+
+#[test]
+fn run_json_matches_transformers_greedy_tokens() {
+    for name in ["llama-tiny", "qwen2-tiny", "qwen3-tiny"] {
+        let r: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(name).join("reference.json")).unwrap(),
+        )
+        .unwrap();
+        let case = &r["greedy"][0];
+        let out = pocket(&[
+            "run",
+            fixture(name).to_str().unwrap(),
+            "-p",
+            case["prompt"].as_str().unwrap(),
+            "--temp",
+            "0",
+            "--max-tokens",
+            "20",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(j["prompt_ids"], case["prompt_ids"]);
+        let want = case["generated_ids"].as_array().unwrap();
+        let got = j["generated_ids"].as_array().unwrap();
+        assert_eq!(&want[..got.len()], &got[..], "{name}");
+        assert!(j["finish_reason"] == "length" || j["finish_reason"] == "stop");
+        assert!(j["timings"]["decode_ms"].as_f64().unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn seeded_sampling_reproduces_and_stdin_is_a_prompt() {
+    let dir = fixture("qwen2-tiny");
+    let run = |seed: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+            .args([
+                "run",
+                dir.to_str().unwrap(),
+                "--temp",
+                "1.0",
+                "--top-p",
+                "0.95",
+                "--seed",
+                seed,
+                "-n",
+                "24",
+                "--json",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(b"Tell me a story")?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(out.status.success());
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        j["generated_ids"].clone()
+    };
+    let a = run("7");
+    assert_eq!(a, run("7"));
+    assert_ne!(a, run("8"));
+}
+
+#[test]
+fn raw_mode_skips_the_template() {
+    let out = pocket(&[
+        "run",
+        fixture("qwen3-tiny").to_str().unwrap(),
+        "--raw",
+        "-p",
+        "Hello world",
+        "-n",
+        "3",
+        "--json",
+    ]);
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("qwen3-tiny").join("reference.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(j["prompt_ids"], r["tokenize"][0]["ids_special"]);
+}
+
+#[test]
+fn truncated_safetensors_is_a_clean_error() {
+    let (_t, dir) = copy_fixture("qwen3-tiny");
+    let f = dir.join("model.safetensors");
+    let bytes = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &bytes[..bytes.len() / 2]).unwrap();
+    assert_clean_error(&dir, &["model.safetensors", "truncated"]);
+    // Cut inside the header, and shorter than the length prefix itself.
+    std::fs::write(&f, &bytes[..100]).unwrap();
+    assert_clean_error(&dir, &["model.safetensors", "header length"]);
+    std::fs::write(&f, &bytes[..5]).unwrap();
+    assert_clean_error(&dir, &["model.safetensors", "too short"]);
+}
+
+#[test]
+fn header_offsets_past_the_end_are_a_clean_error() {
+    let (_t, dir) = copy_fixture("qwen3-tiny");
+    let f = dir.join("model.safetensors");
+    let bytes = std::fs::read(&f).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    // Point the last tensor's end far past the end of the file (and of the data).
+    let (name, end) = header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(k, v)| (k.clone(), v["data_offsets"][1].as_u64().unwrap()))
+        .max_by_key(|(_, e)| *e)
+        .unwrap();
+    header[&name]["data_offsets"][1] = (end + 1_000_000).into();
+    header[&name]["shape"] = serde_json::json!([1]);
+    let text = serde_json::to_vec(&header).unwrap();
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend(&text);
+    out.extend(&bytes[8 + n..]);
+    std::fs::write(&f, out).unwrap();
+    assert_clean_error(&dir, &["model.safetensors", &name]);
+
+    // A header length larger than the file.
+    let mut out = bytes.clone();
+    out[..8].copy_from_slice(&(bytes.len() as u64 * 4).to_le_bytes());
+    std::fs::write(&f, out).unwrap();
+    assert_clean_error(&dir, &["model.safetensors", "runs past the end"]);
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let (_t, dir) = copy_fixture("qwen2-tiny");
+    let cfg = dir.join("config.json");
+    let orig = std::fs::read(&cfg).unwrap();
+    edit_json(&cfg, |v| {
+        v.as_object_mut().unwrap().remove("num_hidden_layers");
+    });
+    assert_clean_error(&dir, &["config.json", "missing field `num_hidden_layers`"]);
+    std::fs::write(&cfg, &orig).unwrap();
+    edit_json(&cfg, |v| v["model_type"] = "mamba".into());
+    assert_clean_error(&dir, &["config.json", "unsupported model_type `mamba`"]);
+    std::fs::write(&cfg, &orig).unwrap();
+    edit_json(&cfg, |v| v["hidden_size"] = "wide".into());
+    assert_clean_error(&dir, &["config.json", "hidden_size"]);
+    std::fs::write(&cfg, b"{not json").unwrap();
+    assert_clean_error(&dir, &["config.json", "invalid JSON"]);
+}
+
+#[test]
+fn missing_or_misshapen_tensors_are_named() {
+    let (_t, dir) = copy_fixture("llama-tiny");
+    let index = dir.join("model.safetensors.index.json");
+    let orig = std::fs::read(&index).unwrap();
+    // A shard the index promises is gone.
+    let shard = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("00003-of"))
+        .unwrap();
+    let saved = std::fs::read(&shard).unwrap();
+    std::fs::remove_file(&shard).unwrap();
+    assert_clean_error(&dir, &[shard.file_name().unwrap().to_str().unwrap()]);
+    std::fs::write(&shard, saved).unwrap();
+    // An index entry that escapes the directory.
+    edit_json(&index, |v| {
+        v["weight_map"]["lm_head.weight"] = "../../etc/passwd".into()
+    });
+    assert_clean_error(
+        &dir,
+        &["model.safetensors.index.json", "not a plain file name"],
+    );
+    std::fs::write(&index, &orig).unwrap();
+    // The config promises a shape the tensors do not have.
+    edit_json(&dir.join("config.json"), |v| {
+        v["intermediate_size"] = 96.into()
+    });
+    assert_clean_error(&dir, &["mlp.gate_proj.weight", "expected [96, 64]"]);
+}
+
+#[test]
+fn not_a_model_and_missing_tokenizer() {
+    let tmp = tempfile::tempdir().unwrap();
+    assert_clean_error(tmp.path(), &["config.json"]);
+    assert_clean_error(&tmp.path().join("nope"), &["nope", "no such file"]);
+    let (_t, dir) = copy_fixture("qwen2-tiny");
+    std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+    assert_clean_error(&dir, &["tokenizer.json"]);
+}
