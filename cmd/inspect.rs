@@ -1,9 +1,9 @@
 //! `pocket inspect`: what a model file holds, for people (text) and scripts (`--json`).
 
 use crate::term::thousands;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Args;
-use pocket::loader::LoadedModel;
+use pocket::loader::{LoadedModel, ModelFile};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// Model: an HF checkpoint directory
+    /// Model: an HF checkpoint directory or a .pocket file
     pub model: PathBuf,
     /// Print one JSON object instead of text
     #[arg(long)]
@@ -19,71 +19,90 @@ pub struct InspectArgs {
     /// Leave out the per-tensor table
     #[arg(long)]
     pub no_tensors: bool,
+    /// Check every tensor's checksum (.pocket files); exit 1 if any is damaged
+    #[arg(long)]
+    pub verify: bool,
 }
 
 pub fn main(args: InspectArgs) -> Result<ExitCode> {
     let m = LoadedModel::open(&args.model)?;
-    let ck = &m.checkpoint;
-    let spec = &ck.spec;
+    let spec = m.file.spec();
+    let table = m.file.tensor_table();
+    let params = m.file.parameter_count();
     let mut by_dtype: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for t in ck.tensors() {
-        let e = by_dtype.entry(t.dtype.name().to_string()).or_default();
-        e.0 += t.numel() as u64;
-        e.1 += t.bytes().len() as u64;
+    for t in &table {
+        let e = by_dtype.entry(t.dtype.clone()).or_default();
+        e.0 += t.shape.iter().product::<usize>() as u64;
+        e.1 += t.bytes;
     }
-    let template = m
-        .template
-        .as_ref()
-        .map(|t| json!({"source": t.origin, "chars": t.source.chars().count()}));
-    let specials: Vec<_> = m
-        .tokenizer
-        .special_tokens()
-        .into_iter()
-        .map(|(id, t)| json!({"id": id, "token": t}))
-        .collect();
-    let tensors: Vec<_> = ck
-        .tensors()
-        .map(|t| {
+    let weight_bytes: u64 = table.iter().map(|t| t.bytes).sum();
+    let damaged = match (&m.file, args.verify) {
+        (ModelFile::Pocket(p), true) => Some(p.verify()),
+        (ModelFile::Hf(_), true) => bail!(
+            "--verify checks .pocket checksums; {} is an HF checkpoint",
+            m.path.display()
+        ),
+        _ => None,
+    };
+    let (format, extra) = match &m.file {
+        ModelFile::Hf(h) => ("hf-safetensors", json!({"weight_files": h.weight_files})),
+        ModelFile::Pocket(p) => (
+            "pocket",
             json!({
-                "name": t.name, "dtype": t.dtype.name(), "shape": t.shape,
-                "file": ck.file_of(&t.name).and_then(|p| p.file_name()).map(|f| f.to_string_lossy().to_string()),
-            })
-        })
-        .collect();
+                "file_bytes": std::fs::metadata(&p.path).map(|x| x.len()).unwrap_or(0),
+                "recipe": p.header.recipe,
+                "provenance": p.header.provenance,
+            }),
+        ),
+    };
     let report = json!({
         "path": m.path,
-        "format": "hf-safetensors",
-        "weight_files": ck.weight_files,
+        "format": format,
+        "file": extra,
         "spec": spec,
-        "parameters": ck.parameter_count(),
+        "parameters": params,
+        "weight_bytes": weight_bytes,
+        "bits_per_parameter": weight_bytes as f64 * 8.0 / params.max(1) as f64,
         "dtypes": by_dtype.iter().map(|(k, (n, b))| (k.clone(), json!({"parameters": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
         "tokenizer": {
             "summary": m.tokenizer.summary(),
             "vocab_size": m.tokenizer.vocab_size(),
-            "bos_token": m.tokenizer_config.bos_token,
-            "eos_token": m.tokenizer_config.eos_token,
-            "special_tokens": specials,
+            "bos_token": m.tokenizer_meta.bos_token,
+            "eos_token": m.tokenizer_meta.eos_token,
+            "special_tokens": m.tokenizer.special_tokens().into_iter().map(|(id, t)| json!({"id": id, "token": t})).collect::<Vec<_>>(),
         },
         "stop_ids": m.stop_ids,
-        "chat_template": template,
+        "chat_template": m.template.as_ref().map(|t| json!({"source": t.origin, "chars": t.source.chars().count()})),
         "generation_config": m.generation,
-        "tensors": tensors,
+        "verify": damaged.as_ref().map(|d| json!({"ok": d.is_empty(), "damaged": d})),
+        "tensors": table,
     });
+    let failed = damaged.as_ref().is_some_and(|d| !d.is_empty());
     if args.json {
         println!("{report}");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(if failed {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
     }
-    let r = &report;
     println!("model        {}", m.path.display());
+    match &m.file {
+        ModelFile::Hf(h) => println!(
+            "format       HF safetensors ({} file{})",
+            h.weight_files.len(),
+            if h.weight_files.len() == 1 { "" } else { "s" }
+        ),
+        ModelFile::Pocket(p) => println!(
+            "format       .pocket, {:.2} MB, recipe {}",
+            report["file"]["file_bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
+            p.header.recipe
+        ),
+    }
     println!(
-        "format       HF safetensors ({} file{})",
-        ck.weight_files.len(),
-        if ck.weight_files.len() == 1 { "" } else { "s" }
-    );
-    println!(
-        "architecture {} ({})",
+        "architecture {} (source dtype {})",
         spec.family.as_str(),
-        r["spec"]["dtype"].as_str().unwrap_or("dtype not stated")
+        spec.dtype.as_deref().unwrap_or("not stated")
     );
     println!(
         "shape        {} layers, hidden {}, FFN {}, heads {} / KV heads {}, head_dim {}, vocab {}",
@@ -107,10 +126,14 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
             "untied"
         }
     );
-    println!("parameters   {}", thousands(ck.parameter_count()));
+    println!(
+        "parameters   {} ({:.2} bits each on average)",
+        thousands(params),
+        report["bits_per_parameter"].as_f64().unwrap_or(0.0)
+    );
     for (k, (n, b)) in &by_dtype {
         println!(
-            "  {k:<6}     {} parameters, {:.1} MB",
+            "  {k:<8}   {} parameters, {:.1} MB",
             thousands(*n),
             *b as f64 / 1e6
         );
@@ -118,8 +141,8 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     println!("tokenizer    {}", m.tokenizer.summary());
     println!(
         "  bos {:?}, eos {:?}, stop ids {:?}",
-        m.tokenizer_config.bos_token.as_deref().unwrap_or("-"),
-        m.tokenizer_config.eos_token.as_deref().unwrap_or("-"),
+        m.tokenizer_meta.bos_token.as_deref().unwrap_or("-"),
+        m.tokenizer_meta.eos_token.as_deref().unwrap_or("-"),
         m.stop_ids
     );
     match &m.template {
@@ -130,21 +153,37 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         ),
         None => println!("chat template none (use `run --raw`)"),
     }
+    if let Some(d) = &damaged {
+        if d.is_empty() {
+            println!("verify       all {} tensor checksums match", table.len());
+        } else {
+            println!("verify       DAMAGED: {}", d.join(", "));
+        }
+    }
     if !args.no_tensors {
-        println!("\n{:<56} {:<6} {:<16} file", "tensor", "dtype", "shape");
-        for t in ck.tensors() {
-            let file = ck
-                .file_of(&t.name)
-                .and_then(|p| p.file_name())
-                .map(|f| f.to_string_lossy().to_string());
+        println!(
+            "\n{:<56} {:<9} {:<14} {:>12}  where",
+            "tensor", "type", "shape", "bytes"
+        );
+        for t in &table {
             println!(
-                "{:<56} {:<6} {:<16} {}",
+                "{:<56} {:<9} {:<14} {:>12}  {}",
                 t.name,
-                t.dtype.name(),
+                t.dtype,
                 format!("{:?}", t.shape),
-                file.unwrap_or_default()
+                t.bytes,
+                t.location
             );
         }
+    }
+    if failed {
+        eprintln!(
+            "error: {}: {} damaged tensor(s): {}",
+            m.path.display(),
+            damaged.as_ref().map_or(0, |d| d.len()),
+            damaged.unwrap_or_default().join(", ")
+        );
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }

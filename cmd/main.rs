@@ -4,8 +4,13 @@
 //! Exit codes: 0 success; 1 bad input or a failed operation (the message names the file and
 //! what is wrong); 2 bad usage; 3 the subcommand or option is not built yet.
 
+mod convert;
+mod eval;
+mod export;
 mod inspect;
 mod pending;
+mod quant_args;
+mod quantize;
 mod run;
 mod term;
 
@@ -26,14 +31,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Export an HF checkpoint to a packed .pocket INT4 file or a GGUF [not built yet]
-    Export(pending::Pending),
-    /// Quantize weights (block-64 W4A16 INT4, INT8, F16) with an error report [not built yet]
-    Quantize(pending::Pending),
+    /// Export an HF checkpoint to one packed .pocket file (INT4 by default; GGUF/MNN not built yet)
+    Export(export::ExportArgs),
+    /// Quantize (block Q4 with scale search, Q8, F16) with per-tensor error report and QAT import
+    Quantize(quantize::QuantizeArgs),
     /// Chat with a model, or answer one prompt (-p or stdin) for scripts
     Run(run::RunArgs),
-    /// Evaluate a model (IFEval, GSM8K, ...) and the drift of its quantized build [not built yet]
-    Eval(pending::Pending),
+    /// Evaluate a model: perplexity and drift from a baseline build (IFEval, GSM8K not built yet)
+    Eval(eval::EvalArgs),
     /// Measure prefill and decode speed against peers [not built yet]
     Bench(pending::Pending),
     /// Show a model's architecture, parameters, tensors, tokenizer and chat template
@@ -45,9 +50,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::main(args),
         Command::Inspect(args) => inspect::main(args),
-        Command::Export(_) => pending::main("export", 3),
-        Command::Quantize(_) => pending::main("quantize", 3),
-        Command::Eval(_) => pending::main("eval", 6),
+        Command::Export(args) => export::main(args),
+        Command::Quantize(args) => quantize::main(args),
+        Command::Eval(args) => eval::main(args),
         Command::Bench(_) => pending::main("bench", 9),
     };
     match result {

@@ -1,7 +1,10 @@
 //! The generation loop: prefill the prompt, then sample token by token until an end-of-sequence
 //! token, the token budget, the context limit, or the caller says stop.
 
-use crate::model::{Model, State};
+use crate::model::{Logits, Model, State};
+
+/// Prompt tokens run per batch: bounds the activations' memory at long prompts.
+const PREFILL_CHUNK: usize = 256;
 use crate::sampler::Sampler;
 use crate::Error;
 use serde::Serialize;
@@ -76,11 +79,15 @@ pub fn generate(
         )));
     }
     let start = Instant::now();
-    let (last, head) = prompt.split_last().expect("prompt is not empty");
-    for &t in head {
-        model.step(state, t, false)?;
+    let mut next = 0;
+    for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+        let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
+        let logits =
+            model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
+        if last {
+            next = sampler.sample(&logits);
+        }
     }
-    let mut next = sample_step(model, state, *last, sampler)?;
     let prefill_time = start.elapsed();
 
     let start = Instant::now();

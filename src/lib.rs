@@ -9,6 +9,7 @@
 pub mod chat_template;
 pub mod error;
 pub mod generate;
+pub mod kernels;
 pub mod kv_cache;
 pub mod loader;
 pub mod model;

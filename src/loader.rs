@@ -1,21 +1,122 @@
 //! Opens a model for running: the weights, the tokenizer, the chat template and the stop
-//! tokens, from an HF checkpoint directory (more formats arrive with later issues).
+//! tokens, from an HF checkpoint directory or a `.pocket` file.
 
 use crate::chat_template::{ChatTemplate, Message};
 use crate::model::Model;
 use crate::tokenizer::TextTokenizer;
+use crate::weights::WeightSource;
 use crate::Error;
 use pocket_formats::hf::tokenizer_config::TOKENIZER;
-use pocket_formats::hf::{GenerationConfig, HfCheckpoint, TokenizerConfig};
+use pocket_formats::hf::{GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
+use pocket_formats::pocket::reader::PocketFile;
+use pocket_formats::pocket::{TokenizerMeta, TOKENIZER_BLOB};
 use pocket_formats::FormatError;
 use std::path::{Path, PathBuf};
 
+/// The file a model was loaded from.
+pub enum ModelFile {
+    Hf(HfCheckpoint),
+    Pocket(PocketFile),
+}
+
+impl ModelFile {
+    /// Opens an HF checkpoint directory or a `.pocket` file.
+    pub fn open(path: &Path) -> Result<ModelFile, Error> {
+        let invalid = |reason: &str| -> Error {
+            FormatError::Invalid {
+                path: path.to_path_buf(),
+                reason: reason.into(),
+            }
+            .into()
+        };
+        if !path.exists() {
+            return Err(invalid("no such file or directory"));
+        }
+        if HfCheckpoint::is_checkpoint_dir(path) {
+            let ckpt = HfCheckpoint::open(path)?;
+            if ckpt.raw_config.get("quantization_config").is_some() {
+                return Err(invalid(&format!(
+                    "a quantized checkpoint (quantization_config in config.json): convert it first, e.g. `pocket quantize {} -o model.pocket`",
+                    path.display()
+                )));
+            }
+            return Ok(ModelFile::Hf(ckpt));
+        }
+        if path.is_file() && PocketFile::sniff(path) {
+            return Ok(ModelFile::Pocket(PocketFile::open(path)?));
+        }
+        Err(invalid("not a model pocket can read: expected an HF checkpoint directory with config.json or a .pocket file"))
+    }
+
+    pub fn spec(&self) -> &ModelSpec {
+        match self {
+            ModelFile::Hf(h) => &h.spec,
+            ModelFile::Pocket(p) => &p.header.spec,
+        }
+    }
+
+    /// Every stored tensor: name, storage type, shape, bytes, and where it lives.
+    pub fn tensor_table(&self) -> Vec<TensorInfo> {
+        match self {
+            ModelFile::Hf(h) => h
+                .tensors()
+                .map(|t| TensorInfo {
+                    name: t.name.clone(),
+                    dtype: t.dtype.name().to_lowercase(),
+                    shape: t.shape.clone(),
+                    bytes: t.bytes().len() as u64,
+                    location: h
+                        .file_of(&t.name)
+                        .and_then(|p| p.file_name())
+                        .map(|f| f.to_string_lossy().to_string())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+            ModelFile::Pocket(p) => p
+                .tensors()
+                .map(|t| TensorInfo {
+                    name: t.name.clone(),
+                    dtype: t.dtype.to_string(),
+                    shape: t.shape.clone(),
+                    bytes: t.size,
+                    location: format!("@{}", t.offset),
+                })
+                .collect(),
+        }
+    }
+
+    /// Stored parameters (a tied head is stored once, so counted once).
+    pub fn parameter_count(&self) -> u64 {
+        self.tensor_table()
+            .iter()
+            .map(|t| t.shape.iter().product::<usize>() as u64)
+            .sum()
+    }
+
+    fn weights(&self) -> &dyn WeightSource {
+        match self {
+            ModelFile::Hf(h) => h,
+            ModelFile::Pocket(p) => p,
+        }
+    }
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    pub bytes: u64,
+    /// The shard file (HF) or the data-section offset (`.pocket`).
+    pub location: String,
+}
+
 pub struct LoadedModel {
     pub path: PathBuf,
-    pub checkpoint: HfCheckpoint,
+    pub file: ModelFile,
     pub model: Model,
     pub tokenizer: TextTokenizer,
-    pub tokenizer_config: TokenizerConfig,
+    pub tokenizer_meta: TokenizerMeta,
     pub template: Option<ChatTemplate>,
     pub generation: GenerationConfig,
     /// Ids that end generation: generation_config's and config's `eos_token_id`, and the
@@ -25,45 +126,57 @@ pub struct LoadedModel {
 
 impl LoadedModel {
     pub fn open(path: &Path) -> Result<LoadedModel, Error> {
-        if !path.exists() {
-            return Err(FormatError::Invalid {
-                path: path.to_path_buf(),
-                reason: "no such file or directory".into(),
-            }
-            .into());
-        }
-        if !HfCheckpoint::is_checkpoint_dir(path) {
-            return Err(FormatError::Invalid {
-                path: path.to_path_buf(),
-                reason: "not a model pocket can read: expected an HF checkpoint directory with config.json".into(),
-            }
-            .into());
-        }
-        let checkpoint = HfCheckpoint::open(path)?;
-        let model = Model::from_checkpoint(&checkpoint).map_err(|e| match e {
+        let file = ModelFile::open(path)?;
+        let model = Model::load(file.spec(), file.weights()).map_err(|e| match e {
             Error::Invalid(m) | Error::Unsupported(m) => {
                 Error::Invalid(format!("{}: {m}", path.display()))
             }
             other => other,
         })?;
-        let tok_path = path.join(TOKENIZER);
-        if !tok_path.is_file() {
-            return Err(FormatError::Invalid {
-                path: tok_path,
-                reason: "missing (pocket needs tokenizer.json)".into(),
+        let (tokenizer, tokenizer_meta, template_origin, generation) = match &file {
+            ModelFile::Hf(h) => {
+                let tok_path = path.join(TOKENIZER);
+                if !tok_path.is_file() {
+                    return Err(FormatError::Invalid {
+                        path: tok_path,
+                        reason: "missing (pocket needs tokenizer.json)".into(),
+                    }
+                    .into());
+                }
+                let c = TokenizerConfig::from_dir(path)?;
+                let origin = c.chat_template.as_ref().map(|(_, p)| p.clone());
+                let meta = TokenizerMeta {
+                    bos_token: c.bos_token,
+                    eos_token: c.eos_token,
+                    pad_token: c.pad_token,
+                    unk_token: c.unk_token,
+                    chat_template: c.chat_template.map(|(t, _)| t),
+                };
+                (
+                    TextTokenizer::from_file(&tok_path)?,
+                    meta,
+                    origin,
+                    h.generation.clone().unwrap_or_default(),
+                )
             }
-            .into());
-        }
-        let tokenizer = TextTokenizer::from_file(&tok_path)?;
-        let tokenizer_config = TokenizerConfig::from_dir(path)?;
-        let template = match &tokenizer_config.chat_template {
-            Some((src, origin)) => Some(ChatTemplate::new(src, origin)?),
-            None => None,
+            ModelFile::Pocket(p) => {
+                let bytes = p.blob(TOKENIZER_BLOB)?;
+                let tok = TextTokenizer::from_bytes(&bytes, &path.join(TOKENIZER_BLOB))?;
+                (
+                    tok,
+                    p.header.tokenizer.clone(),
+                    Some(path.to_path_buf()),
+                    p.header.generation.clone(),
+                )
+            }
         };
-        let generation = checkpoint.generation.clone().unwrap_or_default();
+        let template = match (&tokenizer_meta.chat_template, template_origin) {
+            (Some(src), Some(origin)) => Some(ChatTemplate::new(src, &origin)?),
+            _ => None,
+        };
         let mut stop_ids = generation.eos_token_ids.clone();
-        stop_ids.extend(&checkpoint.spec.eos_token_ids);
-        if let Some(id) = tokenizer_config
+        stop_ids.extend(&file.spec().eos_token_ids);
+        if let Some(id) = tokenizer_meta
             .eos_token
             .as_deref()
             .and_then(|t| tokenizer.token_to_id(t))
@@ -74,10 +187,10 @@ impl LoadedModel {
         stop_ids.dedup();
         Ok(LoadedModel {
             path: path.to_path_buf(),
-            checkpoint,
+            file,
             model,
             tokenizer,
-            tokenizer_config,
+            tokenizer_meta,
             template,
             generation,
             stop_ids,
@@ -96,12 +209,12 @@ impl LoadedModel {
                 self.path.display()
             ))
         })?;
-        let cfg = &self.tokenizer_config;
+        let t = &self.tokenizer_meta;
         template.render(
             messages,
             add_generation_prompt,
-            cfg.bos_token.as_deref().unwrap_or(""),
-            cfg.eos_token.as_deref().unwrap_or(""),
+            t.bos_token.as_deref().unwrap_or(""),
+            t.eos_token.as_deref().unwrap_or(""),
         )
     }
 

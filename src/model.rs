@@ -5,9 +5,10 @@
 use crate::kv_cache::KvCache;
 use crate::ops::{add_in_place, dot, rms_norm, rms_norm_in_place, silu_mul, softmax};
 use crate::rope::Rope;
-use crate::weights::{load_vector, Matrix};
+use crate::weights::{Matrix, WeightSource};
 use crate::Error;
-use pocket_formats::hf::{HfCheckpoint, ModelSpec};
+use pocket_formats::hf::ModelSpec;
+use rayon::prelude::*;
 
 /// A linear layer: weight and optional bias.
 pub struct Linear {
@@ -22,6 +23,25 @@ impl Linear {
             add_in_place(y, b);
         }
     }
+
+    /// The layer applied to `n` rows of `x` at once.
+    pub fn forward_batch(&self, x: &[f32], n: usize) -> Vec<f32> {
+        let mut y = vec![0.0; n * self.weight.rows];
+        self.weight.matmul(x, n, &mut y);
+        if let Some(b) = &self.bias {
+            y.chunks_exact_mut(self.weight.rows)
+                .for_each(|row| add_in_place(row, b));
+        }
+        y
+    }
+}
+
+/// Which logits a batched forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    None,
+    Last,
+    All,
 }
 
 pub struct Layer {
@@ -50,16 +70,16 @@ pub struct Model {
 }
 
 impl Model {
-    /// Builds the model over a checkpoint's memory-mapped tensors (no weight is copied).
-    pub fn from_checkpoint(ckpt: &HfCheckpoint) -> Result<Model, Error> {
-        let s = &ckpt.spec;
+    /// Builds the model over memory-mapped tensors (no weight matrix is copied).
+    pub fn load(spec: &ModelSpec, src: &dyn WeightSource) -> Result<Model, Error> {
+        let s = spec;
         let (h, q_dim, kv_dim) = (
             s.hidden_size,
             s.num_heads * s.head_dim,
             s.num_kv_heads * s.head_dim,
         );
-        let matrix = |name: &str, rows, cols| Matrix::from_tensor(ckpt.tensor(name)?, rows, cols);
-        let vector = |name: &str, len| load_vector(ckpt.tensor(name)?, len);
+        let matrix = |name: &str, rows, cols| src.matrix(name, rows, cols);
+        let vector = |name: &str, len| src.vector(name, len);
         let linear = |name: &str, rows, cols, bias: bool| -> Result<Linear, Error> {
             Ok(Linear {
                 weight: matrix(&format!("{name}.weight"), rows, cols)?,
@@ -205,27 +225,150 @@ impl Model {
         Ok(Some(&state.logits))
     }
 
+    /// Runs `tokens` at the next positions of `state` as one batch: every weight row is decoded
+    /// once for the whole batch (prompt prefill, perplexity). Same math as [`Model::step`].
+    /// Returns `n × vocab` logits for `Logits::All`, `vocab` for `Logits::Last`.
+    pub fn forward_batch(
+        &self,
+        state: &mut State,
+        tokens: &[u32],
+        want: Logits,
+    ) -> Result<Vec<f32>, Error> {
+        let s = &self.spec;
+        let (n, h, d) = (tokens.len(), s.hidden_size, s.head_dim);
+        let pos = state.cache.len();
+        if pos + n > state.cache.capacity() {
+            return Err(Error::Invalid(format!(
+                "context is full ({} positions)",
+                state.cache.capacity()
+            )));
+        }
+        if let Some(t) = tokens.iter().find(|&&t| t as usize >= s.vocab_size) {
+            return Err(Error::Invalid(format!(
+                "token id {t} is outside the vocabulary ({})",
+                s.vocab_size
+            )));
+        }
+        let eps = s.rms_norm_eps as f32;
+        let mut x = vec![0.0f32; n * h];
+        for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
+            self.embed_tokens.row(t as usize, row);
+        }
+        let norm_rows = |x: &[f32], w: &[f32]| -> Vec<f32> {
+            let mut out = vec![0.0; x.len()];
+            for (o, r) in out.chunks_exact_mut(w.len()).zip(x.chunks_exact(w.len())) {
+                rms_norm(r, w, eps, o);
+            }
+            out
+        };
+        for (li, layer) in self.layers.iter().enumerate() {
+            let xn = norm_rows(&x, &layer.input_norm);
+            let mut q = layer.q_proj.forward_batch(&xn, n);
+            let mut k = layer.k_proj.forward_batch(&xn, n);
+            let v = layer.v_proj.forward_batch(&xn, n);
+            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+                q.chunks_exact_mut(d)
+                    .for_each(|hd| rms_norm_in_place(hd, qn, eps));
+                k.chunks_exact_mut(d)
+                    .for_each(|hd| rms_norm_in_place(hd, kn, eps));
+            }
+            let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
+            for t in 0..n {
+                self.rope
+                    .apply(&mut q[t * q_row..(t + 1) * q_row], d, pos + t);
+                self.rope
+                    .apply(&mut k[t * kv_row..(t + 1) * kv_row], d, pos + t);
+                state.cache.push(
+                    li,
+                    &k[t * kv_row..(t + 1) * kv_row],
+                    &v[t * kv_row..(t + 1) * kv_row],
+                );
+            }
+            let mut attn = vec![0.0f32; n * q_row];
+            let (keys, values) = state.cache.layer(li);
+            attn.par_chunks_mut(q_row)
+                .enumerate()
+                .for_each_init(Vec::new, |scores, (t, out)| {
+                    attend(
+                        s,
+                        &q[t * q_row..(t + 1) * q_row],
+                        keys,
+                        values,
+                        pos + t + 1,
+                        out,
+                        scores,
+                    )
+                });
+            let o = layer.o_proj.forward_batch(&attn, n);
+            add_in_place(&mut x, &o);
+
+            let xn = norm_rows(&x, &layer.post_attention_norm);
+            let mut gate = layer.gate_proj.forward_batch(&xn, n);
+            let up = layer.up_proj.forward_batch(&xn, n);
+            silu_mul(&mut gate, &up);
+            let down = layer.down_proj.forward_batch(&gate, n);
+            add_in_place(&mut x, &down);
+        }
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        Ok(match want {
+            Logits::None => Vec::new(),
+            Logits::Last => {
+                rms_norm(&x[(n - 1) * h..], &self.norm, eps, &mut state.xn);
+                head.matvec(&state.xn, &mut state.logits);
+                state.logits.clone()
+            }
+            Logits::All => {
+                let xn = norm_rows(&x, &self.norm);
+                let mut out = vec![0.0; n * s.vocab_size];
+                head.matmul(&xn, n, &mut out);
+                out
+            }
+        })
+    }
+
     /// Causal attention of the current query over `n` cached positions; each query head reads
     /// the KV head its group shares (GQA).
     fn attention(&self, state: &mut State, layer: usize, n: usize) {
-        let s = &self.spec;
-        let (d, kv_row) = (s.head_dim, s.num_kv_heads * s.head_dim);
-        let scale = 1.0 / (d as f32).sqrt();
         let (keys, values) = state.cache.layer(layer);
-        state.scores.resize(n, 0.0);
-        for h in 0..s.num_heads {
-            let kv = h / s.group_size();
-            let q = &state.q[h * d..(h + 1) * d];
-            for (t, score) in state.scores.iter_mut().enumerate() {
-                *score = dot(q, &keys[t * kv_row + kv * d..][..d]) * scale;
-            }
-            softmax(&mut state.scores);
-            let out = &mut state.attn[h * d..(h + 1) * d];
-            out.fill(0.0);
-            for (t, &p) in state.scores.iter().enumerate() {
-                for (o, &v) in out.iter_mut().zip(&values[t * kv_row + kv * d..][..d]) {
-                    *o += p * v;
-                }
+        attend(
+            &self.spec,
+            &state.q,
+            keys,
+            values,
+            n,
+            &mut state.attn,
+            &mut state.scores,
+        );
+    }
+}
+
+/// Causal attention of one token's query heads `q` over the first `n` cached positions,
+/// written to `out` (one head after another). Each query head reads the KV head its group
+/// shares (GQA).
+fn attend(
+    s: &ModelSpec,
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    n: usize,
+    out: &mut [f32],
+    scores: &mut Vec<f32>,
+) {
+    let (d, kv_row) = (s.head_dim, s.num_kv_heads * s.head_dim);
+    let scale = 1.0 / (d as f32).sqrt();
+    scores.resize(n, 0.0);
+    for h in 0..s.num_heads {
+        let kv = h / s.group_size();
+        let qh = &q[h * d..(h + 1) * d];
+        for (t, score) in scores.iter_mut().enumerate() {
+            *score = dot(qh, &keys[t * kv_row + kv * d..][..d]) * scale;
+        }
+        softmax(scores);
+        let oh = &mut out[h * d..(h + 1) * d];
+        oh.fill(0.0);
+        for (t, &p) in scores.iter().enumerate() {
+            for (o, &v) in oh.iter_mut().zip(&values[t * kv_row + kv * d..][..d]) {
+                *o += p * v;
             }
         }
     }

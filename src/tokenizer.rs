@@ -21,6 +21,19 @@ impl TextTokenizer {
         })
     }
 
+    /// A tokenizer from `tokenizer.json` bytes (e.g. a blob inside a `.pocket`); `origin` names
+    /// it in errors.
+    pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<TextTokenizer, Error> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer {
+            path: origin.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(TextTokenizer {
+            inner,
+            path: origin.to_path_buf(),
+        })
+    }
+
     /// Token ids of `text`. `add_special` applies the tokenizer's post-processor (e.g. a BOS),
     /// as `tokenizer(text)` does in transformers; chat templates already contain their special
     /// tokens and are encoded without it, as `apply_chat_template` does.

@@ -1,82 +1,83 @@
 //! Weight matrices by storage type. The model code only calls [`Matrix::matvec`] and
-//! [`Matrix::row`]; which kernel runs is decided here by the storage kind, so quantized and
-//! SIMD storage slot in as new variants without touching the forward pass.
+//! [`Matrix::row`]; which kernel runs is decided here by the storage kind, so new storage
+//! types and SIMD kernels slot in without touching the forward pass.
+//!
+//! The kernels here are the scalar reference: decode a row with the codec's own definition
+//! (`pocket_formats::quant`), then a dot product.
 
 use crate::Error;
-use pocket_formats::hf::{DType, MappedTensor};
+use pocket_formats::bytes::ByteView;
+use pocket_formats::hf::{DType, HfCheckpoint, MappedTensor};
+use pocket_formats::pocket::reader::{PocketFile, PocketTensor};
+use pocket_formats::quant::{dense, q4, q8, QuantType};
 use rayon::prelude::*;
-
-/// Where a matrix's values live and how they are encoded.
-pub enum Storage {
-    /// Little-endian f32 inside a memory-mapped file (alignment not guaranteed, so values are
-    /// decoded from bytes).
-    F32(MappedTensor),
-    /// IEEE half precision, memory-mapped.
-    F16(MappedTensor),
-    /// bfloat16, memory-mapped: widening is a 16-bit shift.
-    BF16(MappedTensor),
-}
 
 /// A row-major `[rows, cols]` matrix; `rows` is the output dimension of a linear layer.
 pub struct Matrix {
     pub name: String,
     pub rows: usize,
     pub cols: usize,
-    storage: Storage,
+    pub dtype: QuantType,
+    data: ByteView,
 }
 
 /// Rows per parallel task: big enough to amortise scheduling, small enough to balance 2 cores.
 const ROWS_PER_TASK: usize = 32;
 
 impl Matrix {
-    /// Wraps a checkpoint tensor, checking its shape is `[rows, cols]`.
-    pub fn from_tensor(t: &MappedTensor, rows: usize, cols: usize) -> Result<Matrix, Error> {
-        if t.shape != [rows, cols] {
-            return Err(Error::Invalid(format!(
-                "tensor `{}` has shape {:?}, expected [{rows}, {cols}]",
-                t.name, t.shape
-            )));
-        }
-        let storage = match t.dtype {
-            DType::F32 => Storage::F32(t.clone()),
-            DType::F16 => Storage::F16(t.clone()),
-            DType::BF16 => Storage::BF16(t.clone()),
-            DType::Other(ref d) => {
-                return Err(Error::Unsupported(format!(
-                    "tensor `{}` has dtype {d}; weights must be F32, F16 or BF16",
-                    t.name
-                )))
-            }
-        };
-        Ok(Matrix {
-            name: t.name.clone(),
-            rows,
-            cols,
-            storage,
-        })
-    }
-
-    pub fn storage_name(&self) -> &'static str {
-        match self.storage {
-            Storage::F32(_) => "F32",
-            Storage::F16(_) => "F16",
-            Storage::BF16(_) => "BF16",
+    /// Wraps stored bytes, checking that their length fits `dtype` and the shape.
+    pub fn new(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: QuantType,
+        data: ByteView,
+    ) -> Result<Matrix, Error> {
+        match dtype.byte_size(rows, cols) {
+            Some(n) if n == data.len() => Ok(Matrix {
+                name: name.into(),
+                rows,
+                cols,
+                dtype,
+                data,
+            }),
+            _ => Err(Error::Invalid(format!(
+                "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
+                data.len()
+            ))),
         }
     }
 
-    /// Byte range of row `r` for `elem`-byte elements.
-    fn row_bytes(&self, r: usize, elem: usize) -> std::ops::Range<usize> {
-        let start = r * self.cols * elem;
-        start..start + self.cols * elem
-    }
-
-    /// Row `r` widened to f32 (an embedding lookup).
+    /// Row `r` decoded to f32 (an embedding lookup; also the reference matvec's inner step).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows && out.len() == self.cols);
-        match &self.storage {
-            Storage::F32(t) => decode_f32(&t.bytes()[self.row_bytes(r, 4)], out),
-            Storage::F16(t) => decode_f16(&t.bytes()[self.row_bytes(r, 2)], out),
-            Storage::BF16(t) => decode_bf16(&t.bytes()[self.row_bytes(r, 2)], out),
+        let (rows, cols) = (self.rows, self.cols);
+        let b = self.data.as_slice();
+        match self.dtype {
+            QuantType::F32 => dense::decode_f32(&b[r * cols * 4..][..cols * 4], out),
+            QuantType::F16 => dense::decode_f16(&b[r * cols * 2..][..cols * 2], out),
+            QuantType::BF16 => dense::decode_bf16(&b[r * cols * 2..][..cols * 2], out),
+            QuantType::Q8 { block } => {
+                let (codes, scales) = b.split_at(rows * cols);
+                let nb = cols / block;
+                q8::dequantize_row(
+                    &codes[r * cols..][..cols],
+                    &scales[r * nb * 2..][..nb * 2],
+                    block,
+                    out,
+                )
+            }
+            QuantType::Q4 { block, sym } => {
+                let (codes, params) = q4::planes(b, rows, cols);
+                let pl = cols / block * q4::param_bytes(sym);
+                q4::dequantize_row(
+                    &codes[r * cols / 2..][..cols / 2],
+                    &params[r * pl..][..pl],
+                    block,
+                    sym,
+                    out,
+                )
+            }
         }
     }
 
@@ -89,48 +90,123 @@ impl Matrix {
                 let first = chunk * ROWS_PER_TASK;
                 let mut row = vec![0.0f32; self.cols];
                 for (i, yi) in ys.iter_mut().enumerate() {
-                    *yi = self.row_dot(first + i, x, &mut row);
+                    self.row(first + i, &mut row);
+                    *yi = crate::ops::dot(&row, x);
                 }
             });
     }
 
-    fn row_dot(&self, r: usize, x: &[f32], scratch: &mut [f32]) -> f32 {
-        self.row(r, scratch);
-        crate::ops::dot(scratch, x)
+    /// `Y = X Wᵀ` for a batch of `n` activation rows (`x`: n × cols, `y`: n × rows): each
+    /// weight row is decoded once and used for the whole batch (prefill, perplexity).
+    pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        assert!(x.len() == n * self.cols && y.len() == n * self.rows);
+        let (rows, cols) = (self.rows, self.cols);
+        const TILE: usize = 16;
+        let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(TILE))
+            .into_par_iter()
+            .map(|chunk| {
+                let first = chunk * TILE;
+                let count = TILE.min(rows - first);
+                let mut w = vec![0.0f32; count * cols];
+                for (i, wr) in w.chunks_exact_mut(cols).enumerate() {
+                    self.row(first + i, wr);
+                }
+                let mut part = vec![0.0f32; count * n];
+                crate::kernels::f32_tile::tile(&w, count, x, n, cols, &mut part);
+                (first, part)
+            })
+            .collect();
+        for (first, part) in parts {
+            for (i, r) in part.chunks_exact(n).enumerate() {
+                for (t, &v) in r.iter().enumerate() {
+                    y[t * rows + first + i] = v;
+                }
+            }
+        }
     }
 }
 
-fn decode_f32(bytes: &[u8], out: &mut [f32]) {
-    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+/// Where the model's tensors come from.
+pub trait WeightSource {
+    /// The file named in errors.
+    fn describe(&self) -> String;
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error>;
+    /// A small vector (norm weight, bias) read fully into memory.
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error>;
+}
+
+fn shape_error(name: &str, got: &[usize], want: &[usize]) -> Error {
+    Error::Invalid(format!(
+        "tensor `{name}` has shape {got:?}, expected {want:?}"
+    ))
+}
+
+fn hf_dtype(t: &MappedTensor) -> Result<QuantType, Error> {
+    match t.dtype {
+        DType::F32 => Ok(QuantType::F32),
+        DType::F16 => Ok(QuantType::F16),
+        DType::BF16 => Ok(QuantType::BF16),
+        DType::Other(ref d) => Err(Error::Unsupported(format!(
+            "tensor `{}` has dtype {d}; weights must be F32, F16 or BF16",
+            t.name
+        ))),
     }
 }
 
-fn decode_f16(bytes: &[u8], out: &mut [f32]) {
-    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-        *o = half::f16::from_le_bytes([c[0], c[1]]).to_f32();
+impl WeightSource for HfCheckpoint {
+    fn describe(&self) -> String {
+        self.dir.display().to_string()
+    }
+
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error> {
+        let t = self.tensor(name)?;
+        if t.shape != [rows, cols] {
+            return Err(shape_error(name, &t.shape, &[rows, cols]));
+        }
+        Matrix::new(name, rows, cols, hf_dtype(t)?, t.view().clone())
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {
+        let t = self.tensor(name)?;
+        if t.shape != [len] {
+            return Err(shape_error(name, &t.shape, &[len]));
+        }
+        hf_dtype(t)?;
+        Ok(t.to_f32_vec().expect("dtype checked"))
     }
 }
 
-fn decode_bf16(bytes: &[u8], out: &mut [f32]) {
-    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-        *o = f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16);
+impl WeightSource for PocketFile {
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error> {
+        let t = pocket_tensor(self, name)?;
+        if t.entry.shape != [rows, cols] {
+            return Err(shape_error(name, &t.entry.shape, &[rows, cols]));
+        }
+        Matrix::new(name, rows, cols, t.entry.dtype, t.data)
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {
+        let t = pocket_tensor(self, name)?;
+        if t.entry.shape != [len] {
+            return Err(shape_error(name, &t.entry.shape, &[len]));
+        }
+        let m = Matrix::new(name, 1, len, t.entry.dtype, t.data)?;
+        let mut out = vec![0.0; len];
+        m.row(0, &mut out);
+        Ok(out)
     }
 }
 
-/// A small vector (norm weight, bias) read fully into memory, with its length checked.
-pub fn load_vector(t: &MappedTensor, len: usize) -> Result<Vec<f32>, Error> {
-    if t.shape != [len] {
-        return Err(Error::Invalid(format!(
-            "tensor `{}` has shape {:?}, expected [{len}]",
-            t.name, t.shape
-        )));
-    }
-    t.to_f32_vec().ok_or_else(|| {
-        Error::Unsupported(format!(
-            "tensor `{}` has dtype {}; expected F32, F16 or BF16",
-            t.name,
-            t.dtype.name()
-        ))
+fn pocket_tensor(f: &PocketFile, name: &str) -> Result<PocketTensor, Error> {
+    f.tensor(name).ok_or_else(|| {
+        pocket_formats::FormatError::MissingTensor {
+            path: f.path.clone(),
+            name: name.into(),
+        }
+        .into()
     })
 }

@@ -67,9 +67,28 @@ fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
         assert!(help.contains(sub), "{sub} missing from --help");
         assert!(pocket(&[sub, "--help"]).status.success(), "{sub} --help");
     }
-    for sub in ["export", "quantize", "eval", "bench"] {
-        let out = pocket(&[sub, "whatever"]);
-        assert_eq!(out.status.code(), Some(3), "{sub} must not pretend to work");
+    let fixture = fixture("qwen3-tiny");
+    let fx = fixture.to_str().unwrap();
+    for args in [
+        &["bench", "whatever"][..],
+        &["eval", "ifeval", "x"],
+        &["eval", "gsm8k", "x"],
+        &[
+            "export",
+            fx,
+            "-o",
+            "/nonexistent/x.gguf",
+            "--format",
+            "gguf",
+        ],
+        &["export", fx, "-o", "/nonexistent/x", "--format", "mnn"],
+    ] {
+        let out = pocket(args);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{args:?} must not pretend to work"
+        );
         assert!(String::from_utf8_lossy(&out.stderr).contains("not built yet"));
     }
     assert_eq!(
@@ -92,7 +111,7 @@ fn inspect_json_counts_parameters() {
     assert_eq!(r["parameters"], v * h + l * per_layer + h);
     assert_eq!(r["spec"]["family"], "qwen3");
     assert_eq!(r["spec"]["head_dim"], 32);
-    assert_eq!(r["dtypes"]["F16"]["parameters"], r["parameters"]);
+    assert_eq!(r["dtypes"]["f16"]["parameters"], r["parameters"]);
     assert_eq!(r["tensors"].as_array().unwrap().len(), 1 + l * 11 + 1);
 }
 

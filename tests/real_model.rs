@@ -97,6 +97,6 @@ fn smollm2_tokenizer_and_template_equal_transformers() {
         m.encode_chat(&messages, true).unwrap(),
         ids(&r["chat"]["ids"])
     );
-    assert_eq!(m.checkpoint.parameter_count(), 134_515_008);
+    assert_eq!(m.file.parameter_count(), 134_515_008);
     assert_eq!(r["parameters"], 134_515_008);
 }

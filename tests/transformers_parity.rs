@@ -154,3 +154,35 @@ fn kv_cache_reuse_equals_a_fresh_run() {
     }
     assert_eq!(got, want);
 }
+
+#[test]
+fn batched_forward_matches_transformers() {
+    // The prefill/perplexity path (one batch, decoded weights reused across tokens).
+    for name in FIXTURES {
+        let (m, r) = fixture(name);
+        let tokens = ids(&r["logits"]["ids"]);
+        let expected = r["logits"]["values"].as_array().unwrap();
+        let mut state = m.model.new_state(256);
+        // Two chunks, so the second attends over a cache the first filled.
+        let mut got = m
+            .model
+            .forward_batch(&mut state, &tokens[..17], pocket::model::Logits::All)
+            .unwrap();
+        got.extend(
+            m.model
+                .forward_batch(&mut state, &tokens[17..], pocket::model::Logits::All)
+                .unwrap(),
+        );
+        let vocab = m.model.spec.vocab_size;
+        let mut worst = 0.0f32;
+        for (pos, want) in expected.iter().enumerate() {
+            for (a, b) in got[pos * vocab..(pos + 1) * vocab]
+                .iter()
+                .zip(want.as_array().unwrap())
+            {
+                worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
+            }
+        }
+        assert!(worst <= 1e-4, "{name}: batched max abs logit error {worst}");
+    }
+}

@@ -6,7 +6,13 @@
 //! - [`hf`]: Hugging Face checkpoints — `config.json` (transformers 4 and 5 key styles),
 //!   `model.safetensors` or a sharded `model.safetensors.index.json`, memory-mapped.
 
+pub mod bytes;
+pub mod convert;
 pub mod error;
 pub mod hf;
+pub mod pocket;
+pub mod quant;
+pub mod recipe;
+pub mod source;
 
 pub use error::FormatError;

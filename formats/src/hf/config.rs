@@ -135,12 +135,14 @@ impl ModelSpec {
         let head_dim = match f.opt_usize("head_dim")? {
             Some(d) => d,
             None if hidden_size % num_heads == 0 => hidden_size / num_heads,
-            None => return Err(invalid(
-                "hidden_size",
-                format!(
+            None => {
+                return Err(invalid(
+                    "hidden_size",
+                    format!(
                     "{hidden_size} is not divisible by {num_heads} heads and no head_dim is given"
                 ),
-            )),
+                ))
+            }
         };
         if head_dim == 0 || head_dim % 2 != 0 {
             return Err(invalid(

@@ -2,6 +2,7 @@
 //! tokenizer files. Only the bytes: turning tensors into a model is the engine's job.
 
 pub mod checkpoint;
+pub mod compressed_tensors;
 pub mod config;
 pub mod json;
 pub mod safetensors;

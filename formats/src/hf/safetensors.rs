@@ -3,12 +3,10 @@
 //! file) before any tensor is handed out, so a [`MappedTensor`]'s byte range is always inside
 //! the mapping.
 
+use crate::bytes::ByteView;
 use crate::FormatError;
-use memmap2::Mmap;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// Element types pocket reads from checkpoints. Anything else is kept by name so `inspect`
 /// can show it, and refused when the engine asks for it as a weight.
@@ -55,9 +53,7 @@ pub struct MappedTensor {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<usize>,
-    map: Arc<Mmap>,
-    start: usize,
-    len: usize,
+    data: ByteView,
 }
 
 impl std::fmt::Debug for MappedTensor {
@@ -69,7 +65,12 @@ impl std::fmt::Debug for MappedTensor {
 impl MappedTensor {
     /// The raw little-endian bytes of the tensor.
     pub fn bytes(&self) -> &[u8] {
-        &self.map[self.start..self.start + self.len]
+        self.data.as_slice()
+    }
+
+    /// The bytes as a shareable view (no copy).
+    pub fn view(&self) -> &ByteView {
+        &self.data
     }
 
     pub fn numel(&self) -> usize {
@@ -170,8 +171,9 @@ pub struct SafetensorsFile {
 
 impl SafetensorsFile {
     pub fn open(path: &Path) -> Result<SafetensorsFile, FormatError> {
-        let file = File::open(path).map_err(|e| FormatError::io(path, e))?;
-        let size = file.metadata().map_err(|e| FormatError::io(path, e))?.len();
+        let size = std::fs::metadata(path)
+            .map_err(|e| FormatError::io(path, e))?
+            .len();
         let bad = |reason: String| FormatError::Safetensors {
             path: path.to_path_buf(),
             reason,
@@ -181,13 +183,13 @@ impl SafetensorsFile {
                 "file is {size} bytes, too short for the 8-byte header length"
             )));
         }
-        // SAFETY: the file is opened read-only and mapped read-only. pocket never writes to
-        // model files it reads; like every mmap-based loader we rely on other processes not
-        // truncating the file while it is mapped.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| FormatError::io(path, e))?;
-        let map = Arc::new(map);
-        check_tensor_table(&map, &bad)?;
-        let (header_len, meta) = safetensors::SafeTensors::read_metadata(&map).map_err(|e| {
+        let file = ByteView::map_file(path)?;
+        let map = file.as_slice();
+        if map.len() as u64 != size {
+            return Err(bad("file changed while it was being opened".into()));
+        }
+        check_tensor_table(map, &bad)?;
+        let (header_len, meta) = safetensors::SafeTensors::read_metadata(map).map_err(|e| {
             let declared = u64::from_le_bytes(map[..8].try_into().unwrap_or([0; 8]));
             bad(match e {
                 safetensors::SafeTensorError::InvalidHeaderLength => format!(
@@ -220,9 +222,7 @@ impl SafetensorsFile {
                     name: name.clone(),
                     dtype: DType::from_safetensors(info.dtype),
                     shape: info.shape.clone(),
-                    map: map.clone(),
-                    start,
-                    len: end - start,
+                    data: file.slice(start, end - start).expect("range checked above"),
                 },
             );
         }

@@ -1,0 +1,118 @@
+//! The shared path of `export` and `quantize`: open the source, write the `.pocket` with a
+//! progress bar, print a summary or the per-tensor report.
+
+use crate::term::thousands;
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use pocket_formats::convert::{write_pocket, ConvertReport};
+use pocket_formats::recipe::Recipe;
+use pocket_formats::source::Source;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Instant;
+
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    recipe: &Recipe,
+    quiet: bool,
+) -> Result<(ConvertReport, f64)> {
+    let source = Source::open(input)?;
+    if output.exists() && output.is_dir() {
+        anyhow::bail!(
+            "{}: is a directory; give the output file name",
+            output.display()
+        );
+    }
+    let bar = if quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(0);
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {bar:40} {percent:>3}% {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let start = Instant::now();
+    let progress = |done: u64, total: u64, name: &str| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(name.to_string());
+    };
+    let report = write_pocket(&source, recipe, output, &progress)
+        .with_context(|| format!("writing {}", output.display()))?;
+    bar.finish_and_clear();
+    Ok((report, start.elapsed().as_secs_f64()))
+}
+
+pub fn print_summary(r: &ConvertReport, seconds: f64) {
+    let quantized: Vec<_> = r
+        .tensors
+        .iter()
+        .filter(|t| t.dtype.is_quantized())
+        .collect();
+    let worst = quantized
+        .iter()
+        .max_by(|a, b| a.rel_rms.total_cmp(&b.rel_rms));
+    println!(
+        "wrote {} ({:.2} MB, {} parameters, {:.2} bits/parameter) in {:.1} s",
+        r.output,
+        r.file_bytes as f64 / 1e6,
+        thousands(r.parameters),
+        r.file_bytes as f64 * 8.0 / r.parameters.max(1) as f64,
+        seconds
+    );
+    if !quantized.is_empty() {
+        println!(
+            "quantized {} tensors: relative RMS error {:.4} overall{}",
+            quantized.len(),
+            r.rel_rms,
+            worst
+                .map(|w| format!(", worst {} ({:.4})", w.name, w.rel_rms))
+                .unwrap_or_default()
+        );
+    }
+    let qat: Vec<_> = r
+        .tensors
+        .iter()
+        .filter_map(|t| t.qat_blocks.map(|b| (t, b)))
+        .collect();
+    if !qat.is_empty() {
+        let (on, all) = qat
+            .iter()
+            .fold((0, 0), |(a, b), (_, (x, y))| (a + x, b + y));
+        println!(
+            "QAT grid: {on} of {all} blocks in {} tensors stored exactly",
+            qat.len()
+        );
+        for (t, (x, y)) in qat.iter().filter(|(_, (x, y))| x < y) {
+            println!(
+                "  {}: {} blocks off the grid, e.g. (row, block) {:?}",
+                t.name,
+                y - x,
+                &t.off_grid[..t.off_grid.len().min(4)]
+            );
+        }
+    }
+    for t in r.tensors.iter().filter(|t| t.note.is_some()) {
+        println!("note: {}: {}", t.name, t.note.as_deref().unwrap_or(""));
+    }
+}
+
+pub fn print_table(r: &ConvertReport) {
+    println!(
+        "{:<56} {:<9} {:>12} {:>10} {:>10}",
+        "tensor", "type", "bytes", "rel_rms", "max_abs"
+    );
+    for t in &r.tensors {
+        println!(
+            "{:<56} {:<9} {:>12} {:>10.5} {:>10.5}",
+            t.name,
+            t.dtype.to_string(),
+            t.bytes,
+            t.rel_rms,
+            t.max_abs
+        );
+    }
+}

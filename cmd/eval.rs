@@ -1,0 +1,157 @@
+//! `pocket eval`: quality measurements. Built: `ppl` (perplexity, and the drift of a build
+//! from a baseline build on the same tokens). IFEval and GSM8K arrive with issue #6.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use pocket::loader::LoadedModel;
+use pocket::model::{Logits, State};
+use pocket_evals::ppl::{perplexity, PplOptions};
+use pocket_evals::LogitModel;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    #[command(subcommand)]
+    pub task: Task,
+}
+
+#[derive(Subcommand)]
+pub enum Task {
+    /// Perplexity of MODEL on a text; with --baseline, also the mean KL divergence from the
+    /// baseline's next-token distribution and top-1 agreement, on the same tokens
+    Ppl(PplArgs),
+    /// IFEval instruction following [not built yet: issue #6]
+    Ifeval(crate::pending::Pending),
+    /// GSM8K grade-school math [not built yet: issue #6]
+    Gsm8k(crate::pending::Pending),
+}
+
+#[derive(Args)]
+pub struct PplArgs {
+    /// Model: an HF checkpoint directory or a .pocket file
+    pub model: PathBuf,
+    /// UTF-8 text file to score
+    #[arg(long)]
+    pub text: PathBuf,
+    /// A second build of the same model (e.g. the bf16 checkpoint) to compare against
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Window length: the text is scored in independent windows of this many tokens
+    #[arg(long, default_value_t = 512)]
+    pub ctx: usize,
+    /// Score at most this many tokens of the text
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    /// Print one JSON object: {ppl, nll_mean, tokens, kld_mean, top1_agree, ...}
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn main(args: EvalArgs) -> Result<ExitCode> {
+    match args.task {
+        Task::Ppl(a) => ppl(a),
+        Task::Ifeval(_) => crate::pending::main("eval ifeval", 6),
+        Task::Gsm8k(_) => crate::pending::main("eval gsm8k", 6),
+    }
+}
+
+/// The engine seen by the evals crate: a model and a context that grows until reset.
+struct Engine<'m> {
+    m: &'m LoadedModel,
+    state: State,
+}
+
+impl LogitModel for Engine<'_> {
+    fn vocab_size(&self) -> usize {
+        self.m.model.spec.vocab_size
+    }
+    fn reset(&mut self) {
+        self.state.cache.clear();
+    }
+    fn logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
+        self.m
+            .model
+            .forward_batch(&mut self.state, tokens, Logits::All)
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn ppl(a: PplArgs) -> Result<ExitCode> {
+    if a.ctx < 2 {
+        bail!("--ctx must be at least 2");
+    }
+    let text = std::fs::read_to_string(&a.text)
+        .with_context(|| format!("reading {}", a.text.display()))?;
+    let m = LoadedModel::open(&a.model)?;
+    let mut tokens = m.tokenizer.encode(&text, true)?;
+    if let Some(n) = a.max_tokens {
+        tokens.truncate(n);
+    }
+    let base = a.baseline.as_deref().map(LoadedModel::open).transpose()?;
+    if let Some(b) = &base {
+        let mut bt = b.tokenizer.encode(&text, true)?;
+        bt.truncate(tokens.len());
+        if bt != tokens {
+            bail!(
+                "{} and {} tokenize the text differently: not builds of the same model",
+                a.model.display(),
+                b.path.display()
+            );
+        }
+    }
+    let ctx = a.ctx.min(m.model.spec.max_position_embeddings);
+    let mut engine = Engine {
+        m: &m,
+        state: m.model.new_state(ctx),
+    };
+    let mut base_engine = base.as_ref().map(|b| Engine {
+        m: b,
+        state: b.model.new_state(ctx),
+    });
+    let bar = if a.json || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(tokens.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} tokens {per_sec} ETA {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let start = std::time::Instant::now();
+    let report = perplexity(
+        &mut engine,
+        base_engine.as_mut().map(|e| e as &mut dyn LogitModel),
+        &tokens,
+        &PplOptions {
+            window: ctx,
+            chunk: 64,
+        },
+        &|done, _| bar.set_position(done as u64),
+    )?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["model"] = serde_json::json!(m.path);
+        v["baseline"] = serde_json::json!(a.baseline);
+        v["text"] = serde_json::json!(a.text);
+        v["ctx"] = serde_json::json!(ctx);
+        v["seconds"] = serde_json::json!(secs);
+        println!("{v}");
+    } else {
+        println!(
+            "perplexity {:.4} (mean NLL {:.5}) over {} tokens in {} windows of {ctx} ({secs:.0} s)",
+            report.ppl, report.nll_mean, report.tokens, report.windows
+        );
+        if let (Some(k), Some(t), Some(bp)) =
+            (report.kld_mean, report.top1_agree, report.baseline_ppl)
+        {
+            println!("baseline perplexity {bp:.4}; mean KL(baseline ‖ model) {k:.6}; top-1 agreement {:.2}%", t * 100.0);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

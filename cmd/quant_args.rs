@@ -1,0 +1,89 @@
+//! Options that choose storage types, shared by `export` and `quantize`.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use pocket_formats::quant::search::Method;
+use pocket_formats::quant::QuantType;
+use pocket_formats::recipe::{QatMode, Recipe};
+
+#[derive(Args, Clone)]
+pub struct QuantArgs {
+    /// Storage for linear layers (and, unless --embed says otherwise, the embedding/head):
+    /// q4, q8, f16, bf16, f32
+    #[arg(long, default_value = "q4")]
+    pub quant: String,
+    /// Q4 block length along a row: 32, 64 or 128
+    #[arg(long, default_value_t = 64)]
+    pub block: usize,
+    /// Symmetric Q4 (one scale per block) instead of asymmetric (scale and zero point)
+    #[arg(long)]
+    pub sym: bool,
+}
+
+#[derive(Args, Clone)]
+pub struct RecipeArgs {
+    /// Storage for the embedding and (tied) output head, e.g. q8 or f16 (default: as --quant)
+    #[arg(long)]
+    pub embed: Option<String>,
+    /// Per-tensor override PATTERN=TYPE (repeatable; first match wins; `*` and `?` wildcards),
+    /// e.g. --type '*.layers.0.*=q8' --type '*down_proj*=q4s_b32'
+    #[arg(long = "type", value_name = "PATTERN=TYPE")]
+    pub overrides: Vec<String>,
+    /// Q4 parameter choice: search (least-squares scale search, default) or rtn (min/max)
+    #[arg(long, default_value = "search", value_parser = ["search", "rtn"])]
+    pub method: String,
+    /// Weights already on a 4-bit grid (QAT): auto stores those blocks exactly, strict fails
+    /// if any Q4 block is off the grid, off ignores grids
+    #[arg(long, default_value = "auto", value_parser = ["auto", "strict", "off"])]
+    pub qat: String,
+}
+
+impl QuantArgs {
+    pub fn storage(&self) -> Result<QuantType> {
+        let t = match self.quant.as_str() {
+            "q4" => {
+                if ![32, 64, 128].contains(&self.block) {
+                    bail!("--block must be 32, 64 or 128");
+                }
+                QuantType::Q4 {
+                    block: self.block,
+                    sym: self.sym,
+                }
+            }
+            other => other.parse().map_err(anyhow::Error::msg)?,
+        };
+        Ok(t)
+    }
+
+    pub fn recipe(&self, extra: Option<&RecipeArgs>) -> Result<Recipe> {
+        let linear = self.storage()?;
+        let mut r = Recipe {
+            linear,
+            embed: linear,
+            ..Recipe::default()
+        };
+        if let Some(x) = extra {
+            if let Some(e) = &x.embed {
+                r.embed = e.parse().map_err(anyhow::Error::msg)?;
+            }
+            for o in &x.overrides {
+                let Some((pat, ty)) = o.split_once('=') else {
+                    bail!("--type wants PATTERN=TYPE, got `{o}`")
+                };
+                r.overrides
+                    .push((pat.to_string(), ty.parse().map_err(anyhow::Error::msg)?));
+            }
+            r.method = if x.method == "rtn" {
+                Method::Rtn
+            } else {
+                Method::Search
+            };
+            r.qat = match x.qat.as_str() {
+                "strict" => QatMode::Strict,
+                "off" => QatMode::Off,
+                _ => QatMode::Auto,
+            };
+        }
+        Ok(r)
+    }
+}

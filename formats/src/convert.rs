@@ -1,0 +1,296 @@
+//! Source → `.pocket`: each tensor is read, given its storage type by the recipe, encoded by
+//! its codec and streamed to the atomic writer, one tensor at a time (bounded memory: one
+//! tensor in f32 plus its encoding).
+
+use crate::pocket::writer::PocketWriter;
+use crate::pocket::{BlobEntry, PocketHeader, Provenance, SourceFile, TensorEntry, TOKENIZER_BLOB};
+use crate::quant::{dense, q4, q8, ErrorStats, QuantType};
+use crate::recipe::{QatMode, Recipe};
+use crate::source::Source;
+use crate::FormatError;
+use serde::Serialize;
+use std::path::Path;
+
+/// What happened to one tensor.
+#[derive(Clone, Debug, Serialize)]
+pub struct TensorReport {
+    pub name: String,
+    pub dtype: QuantType,
+    pub shape: Vec<usize>,
+    pub bytes: u64,
+    pub rel_rms: f64,
+    pub max_abs: f64,
+    /// Q4 blocks stored exactly from a QAT grid, and the total number of blocks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qat_blocks: Option<(usize, usize)>,
+    /// A few off-grid blocks as (row, block), when some blocks were on a grid.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub off_grid: Vec<(usize, usize)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvertReport {
+    pub output: String,
+    pub file_bytes: u64,
+    pub parameters: u64,
+    /// Over all quantized tensors, weighted by their squared norm.
+    pub rel_rms: f64,
+    pub tensors: Vec<TensorReport>,
+}
+
+/// Progress: parameters done, parameters in all, the tensor just finished.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64, &str) + Sync);
+
+pub fn write_pocket(
+    source: &Source,
+    recipe: &Recipe,
+    dest: &Path,
+    progress: Progress,
+) -> Result<ConvertReport, FormatError> {
+    let tensors = source.tensors();
+    let mut plan = Vec::with_capacity(tensors.len());
+    for t in &tensors {
+        let (mut dtype, mut note) = recipe.storage_for(&t.name, &t.shape);
+        // Weights imported already quantized (QAT) keep their grid unless QAT import is off or
+        // a pattern asks for another type.
+        if let Some(q) = t.stored.filter(|q| q.is_quantized()) {
+            let overridden = recipe
+                .overrides
+                .iter()
+                .any(|(p, _)| crate::recipe::glob_match(p, &t.name));
+            if recipe.qat != QatMode::Off && !overridden {
+                dtype = q;
+                note = None;
+            }
+        }
+        if t.stored.is_none() {
+            return Err(FormatError::BadTensor {
+                path: source.path().to_path_buf(),
+                name: t.name.clone(),
+                reason: "its dtype cannot be converted (F32, F16, BF16 only)".into(),
+            });
+        }
+        let shape = t.shape.clone();
+        plan.push((t, dtype, note, shape));
+    }
+
+    let tokenizer = source.tokenizer_json()?;
+    let packed = miniz_oxide::deflate::compress_to_vec(&tokenizer, 9);
+    let header = PocketHeader {
+        format: "pocket".into(),
+        spec: source.spec().clone(),
+        generation: source.generation(),
+        tokenizer: source.tokenizer_meta()?,
+        recipe: serde_json::to_value(recipe).unwrap_or_default(),
+        provenance: Provenance {
+            writer: format!("pocket {}", env!("CARGO_PKG_VERSION")),
+            source: source.path().display().to_string(),
+            files: source
+                .provenance_files()
+                .iter()
+                .map(|p| SourceFile {
+                    name: p
+                        .file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_default(),
+                    bytes: 0,
+                    sha256: "0".repeat(64),
+                })
+                .collect(),
+        },
+        blobs: vec![BlobEntry {
+            name: TOKENIZER_BLOB.into(),
+            encoding: "deflate".into(),
+            offset: 0,
+            size: packed.len() as u64,
+            raw_size: tokenizer.len() as u64,
+            xxh3: String::new(),
+        }],
+        tensors: plan
+            .iter()
+            .map(|(t, dtype, _, shape)| TensorEntry {
+                name: t.name.clone(),
+                dtype: *dtype,
+                shape: shape.clone(),
+                offset: 0,
+                size: 0,
+                xxh3: String::new(),
+            })
+            .collect(),
+    };
+    let mut writer = PocketWriter::create(dest, header)?;
+
+    // Hash the source files on a second thread while the tensors are encoded.
+    let files = source.provenance_files();
+    std::thread::scope(|scope| {
+        let hashing = scope.spawn(|| {
+            files
+                .iter()
+                .map(|p| sha256_file(p))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        writer.write_next(&packed)?;
+        let total: u64 = plan
+            .iter()
+            .map(|(_, _, _, s)| s.iter().product::<usize>() as u64)
+            .sum();
+        let mut done = 0u64;
+        let mut reports = Vec::with_capacity(plan.len());
+        let mut overall = ErrorStats::default();
+        for (t, dtype, note, shape) in &plan {
+            let (bytes, report, stats) = encode_tensor(
+                source,
+                recipe,
+                &t.name,
+                t.stored,
+                *dtype,
+                shape,
+                note.clone(),
+            )?;
+            writer.write_next(&bytes)?;
+            if dtype.is_quantized() {
+                overall.merge(&stats);
+            }
+            done += shape.iter().product::<usize>() as u64;
+            progress(done, total, &t.name);
+            reports.push(report);
+        }
+        let hashes = hashing.join().map_err(|_| FormatError::Invalid {
+            path: source.path().to_path_buf(),
+            reason: "hashing thread panicked".into(),
+        })??;
+        let mut prov = writer.header().provenance.clone();
+        for (f, (bytes, sha)) in prov.files.iter_mut().zip(hashes) {
+            f.bytes = bytes;
+            f.sha256 = sha;
+        }
+        writer.set_provenance(prov);
+        writer.finish()?;
+        let file_bytes = std::fs::metadata(dest).map(|m| m.len()).unwrap_or(0);
+        Ok(ConvertReport {
+            output: dest.display().to_string(),
+            file_bytes,
+            parameters: total,
+            rel_rms: overall.rel_rms,
+            tensors: reports,
+        })
+    })
+}
+
+fn encode_tensor(
+    source: &Source,
+    recipe: &Recipe,
+    name: &str,
+    stored: Option<QuantType>,
+    dtype: QuantType,
+    shape: &[usize],
+    note: Option<String>,
+) -> Result<(Vec<u8>, TensorReport, ErrorStats), FormatError> {
+    let (rows, cols) = match shape {
+        [n] => (1, *n),
+        [r, c] => (*r, *c),
+        _ => (1, shape.iter().product()),
+    };
+    let mut report = TensorReport {
+        name: name.into(),
+        dtype,
+        shape: shape.to_vec(),
+        bytes: 0,
+        rel_rms: 0.0,
+        max_abs: 0.0,
+        qat_blocks: None,
+        off_grid: Vec::new(),
+        note,
+    };
+    // A tensor that keeps its stored type is copied byte for byte.
+    if stored == Some(dtype) {
+        if let Some(b) = source.raw_bytes(name) {
+            report.bytes = b.len() as u64;
+            if let Some(block) = dtype.block() {
+                report.qat_blocks = Some((rows * cols / block, rows * cols / block));
+            }
+            return Ok((b, report, ErrorStats::default()));
+        }
+        // Imported parameters that f16 cannot hold exactly: the values are re-gridded below,
+        // block by block (exact wherever some f16 scale and zero reproduce them).
+    }
+    let values = source.read_f32(name)?;
+    let mut bytes = Vec::new();
+    let stats = match dtype {
+        QuantType::F32 => {
+            dense::encode_f32(&values, &mut bytes);
+            ErrorStats::default()
+        }
+        QuantType::F16 | QuantType::BF16 => {
+            let mut back = vec![0.0; values.len()];
+            if dtype == QuantType::F16 {
+                dense::encode_f16(&values, &mut bytes);
+                dense::decode_f16(&bytes, &mut back);
+            } else {
+                dense::encode_bf16(&values, &mut bytes);
+                dense::decode_bf16(&bytes, &mut back);
+            }
+            ErrorStats::of(&values, &back)
+        }
+        QuantType::Q8 { block } => {
+            let (b, st) = q8::quantize(&values, rows, cols, block);
+            bytes = b;
+            st
+        }
+        QuantType::Q4 { block, sym } => {
+            let q = q4::quantize(
+                &values,
+                rows,
+                cols,
+                block,
+                sym,
+                recipe.method,
+                recipe.qat != QatMode::Off,
+            );
+            let blocks = rows * cols / block;
+            // Report a tensor as QAT when most of it is on a grid (a few blocks of ordinary
+            // weights can happen to fit one; they are stored exactly all the same).
+            if recipe.qat != QatMode::Off && q.grid_blocks * 2 >= blocks {
+                report.qat_blocks = Some((q.grid_blocks, blocks));
+                report.off_grid = q.off_grid.clone();
+            }
+            if recipe.qat == QatMode::Strict && q.grid_blocks < blocks {
+                return Err(FormatError::BadTensor {
+                    path: source.path().to_path_buf(),
+                    name: name.into(),
+                    reason: format!(
+                        "--qat strict: {} of {blocks} blocks are not on a 4-bit grid (first at row/block {:?}); store tensors that were not trained for 4 bits at another type, e.g. --embed q8",
+                        blocks - q.grid_blocks,
+                        q.off_grid.first()
+                    ),
+                });
+            }
+            bytes = q.bytes;
+            q.error
+        }
+    };
+    report.bytes = bytes.len() as u64;
+    report.rel_rms = stats.rel_rms;
+    report.max_abs = stats.max_abs;
+    Ok((bytes, report, stats))
+}
+
+fn sha256_file(path: &Path) -> Result<(u64, String), FormatError> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).map_err(|e| FormatError::io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+        h.update(&buf[..k]);
+    }
+    Ok((n, h.finalize().iter().map(|b| format!("{b:02x}")).collect()))
+}

@@ -1,0 +1,367 @@
+//! 4-bit block codec.
+//!
+//! Codes `q` are 0..=15, two per byte, the first element of a pair in the HIGH nibble.
+//! Asymmetric blocks decode as `w = (q − 8) · scale + zero` with an f16 `(zero, scale)` pair
+//! stored in that order (MNN's convention); symmetric blocks as `w = (q − 8) · scale` with one
+//! f16 scale. Decoding is a multiply then an add in f32, never fused, so every kernel and every
+//! exporter agrees on the exact value.
+//!
+//! Tensor layout: codes plane (`rows × cols/2` bytes), then params plane
+//! (`rows × cols/block` entries of 4 bytes asymmetric or 2 bytes symmetric).
+
+use super::search::{self, Method};
+use super::ErrorStats;
+use half::f16;
+use rayon::prelude::*;
+
+/// The stored parameters of one block (zero is 0 for symmetric blocks).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockParams {
+    pub scale: f16,
+    pub zero: f16,
+}
+
+impl BlockParams {
+    pub const ZERO: BlockParams = BlockParams {
+        scale: f16::ZERO,
+        zero: f16::ZERO,
+    };
+
+    /// The parameters widened to f32 once, for loops over a block.
+    #[inline]
+    pub fn widen(self) -> Codec {
+        let s = self.scale.to_f32();
+        let usable = s != 0.0 && s.is_finite();
+        Codec {
+            s,
+            z: self.zero.to_f32(),
+            inv: if usable { 1.0 / s } else { 0.0 },
+        }
+    }
+
+    pub fn decode(self, q: u8) -> f32 {
+        self.widen().decode(q)
+    }
+
+    pub fn encode(self, x: f32) -> u8 {
+        self.widen().encode(x)
+    }
+}
+
+/// A block's parameters in f32: the decode definition and the nearest-code encoder.
+#[derive(Clone, Copy, Debug)]
+pub struct Codec {
+    s: f32,
+    z: f32,
+    inv: f32,
+}
+
+impl Codec {
+    #[inline]
+    pub fn decode(self, q: u8) -> f32 {
+        (q as i32 - 8) as f32 * self.s + self.z
+    }
+
+    /// The nearest code for `x`.
+    #[inline]
+    pub fn encode(self, x: f32) -> u8 {
+        if self.inv == 0.0 {
+            return 8;
+        }
+        // Round half up by truncating a non-negative value (no libm call, so it vectorises).
+        let q = ((x - self.z) * self.inv + 8.5).clamp(0.0, 15.0) as u8;
+        // The reciprocal can put a value just across a midpoint: take the truly nearest.
+        let mut best = q;
+        let mut err = (self.decode(q) - x).abs();
+        for c in [q.saturating_sub(1), (q + 1).min(15)] {
+            let e = (self.decode(c) - x).abs();
+            if e < err {
+                best = c;
+                err = e;
+            }
+        }
+        best
+    }
+}
+
+pub fn param_bytes(sym: bool) -> usize {
+    if sym {
+        2
+    } else {
+        4
+    }
+}
+
+/// Decodes one row. `codes` holds `cols/2` bytes, `params` the row's block parameters.
+pub fn dequantize_row(codes: &[u8], params: &[u8], block: usize, sym: bool, out: &mut [f32]) {
+    let pb = param_bytes(sym);
+    for (b, (chunk, out)) in codes
+        .chunks_exact(block / 2)
+        .zip(out.chunks_exact_mut(block))
+        .enumerate()
+    {
+        let p = read_params(&params[b * pb..(b + 1) * pb], sym).widen();
+        for (pair, o) in chunk.iter().zip(out.chunks_exact_mut(2)) {
+            o[0] = p.decode(pair >> 4);
+            o[1] = p.decode(pair & 0x0F);
+        }
+    }
+}
+
+pub fn read_params(b: &[u8], sym: bool) -> BlockParams {
+    if sym {
+        BlockParams {
+            scale: f16::from_le_bytes([b[0], b[1]]),
+            zero: f16::ZERO,
+        }
+    } else {
+        BlockParams {
+            zero: f16::from_le_bytes([b[0], b[1]]),
+            scale: f16::from_le_bytes([b[2], b[3]]),
+        }
+    }
+}
+
+fn write_params(p: BlockParams, sym: bool, out: &mut [u8]) {
+    if sym {
+        out.copy_from_slice(&p.scale.to_le_bytes());
+    } else {
+        out[..2].copy_from_slice(&p.zero.to_le_bytes());
+        out[2..].copy_from_slice(&p.scale.to_le_bytes());
+    }
+}
+
+/// Packs the codes of a block, first element in the high nibble.
+pub fn pack_codes(codes: &[u8], out: &mut [u8]) {
+    for (o, pair) in out.iter_mut().zip(codes.chunks_exact(2)) {
+        *o = (pair[0] << 4) | (pair[1] & 0x0F);
+    }
+}
+
+/// Encodes a block with given parameters; returns the squared error.
+fn encode_block(x: &[f32], p: BlockParams, codes: &mut [u8]) -> f64 {
+    let p = p.widen();
+    let mut q = [0u8; 128];
+    let mut err = 0.0f64;
+    for (i, &v) in x.iter().enumerate() {
+        q[i] = p.encode(v);
+        let e = (p.decode(q[i]) - v) as f64;
+        err += e * e;
+    }
+    pack_codes(&q[..x.len()], codes);
+    err
+}
+
+/// Result of quantizing one tensor.
+pub struct Quantized {
+    /// Codes plane, then params plane.
+    pub bytes: Vec<u8>,
+    pub error: ErrorStats,
+    /// Blocks stored exactly because they already lay on a 4-bit grid (QAT import).
+    pub grid_blocks: usize,
+    /// The first off-grid blocks as (row, block) when `grid` was requested.
+    pub off_grid: Vec<(usize, usize)>,
+}
+
+/// Quantizes a `[rows, cols]` matrix (rows in parallel). `cols` must be a multiple of `block`.
+/// With `grid`, blocks that already lie on a 4-bit grid are stored exactly (QAT import).
+pub fn quantize(
+    values: &[f32],
+    rows: usize,
+    cols: usize,
+    block: usize,
+    sym: bool,
+    method: Method,
+    grid: bool,
+) -> Quantized {
+    assert!(cols % block == 0 && block % 2 == 0 && block <= 128 && values.len() == rows * cols);
+    let nb = cols / block;
+    let pb = param_bytes(sym);
+    let mut codes = vec![0u8; rows * cols / 2];
+    let mut params = vec![0u8; rows * nb * pb];
+    let per_row: Vec<(ErrorStats, usize, Vec<usize>)> = codes
+        .par_chunks_mut(cols / 2)
+        .zip(params.par_chunks_mut(nb * pb))
+        .enumerate()
+        .map(|(r, (crow, prow))| {
+            let row = &values[r * cols..(r + 1) * cols];
+            let mut st = ErrorStats::default();
+            let (mut on_grid, mut off) = (0, Vec::new());
+            for b in 0..nb {
+                let x = &row[b * block..(b + 1) * block];
+                let exact = if grid {
+                    super::qat::grid_params(x, sym)
+                } else {
+                    None
+                };
+                if exact.is_some() {
+                    on_grid += 1;
+                } else if grid && off.len() < 16 {
+                    off.push(b);
+                }
+                let p = exact.unwrap_or_else(|| search::q4_params(x, sym, method));
+                let err = encode_block(x, p, &mut crow[b * block / 2..(b + 1) * block / 2]);
+                write_params(p, sym, &mut prow[b * pb..(b + 1) * pb]);
+                st.sum_sq_err += err;
+                st.sum_sq += x.iter().map(|&v| v as f64 * v as f64).sum::<f64>();
+                let c = p.widen();
+                for (i, &v) in x.iter().enumerate() {
+                    let pair = crow[b * block / 2 + i / 2];
+                    let q = if i % 2 == 0 { pair >> 4 } else { pair & 0x0F };
+                    st.max_abs = st.max_abs.max((c.decode(q) - v).abs() as f64);
+                }
+            }
+            (st, on_grid, off)
+        })
+        .collect();
+    let mut error = ErrorStats::default();
+    let (mut grid_blocks, mut off_grid) = (0, Vec::new());
+    for (r, (st, g, off)) in per_row.into_iter().enumerate() {
+        error.merge(&st);
+        grid_blocks += g;
+        off_grid.extend(
+            off.into_iter()
+                .map(|b| (r, b))
+                .take(64usize.saturating_sub(off_grid.len())),
+        );
+    }
+    codes.extend_from_slice(&params);
+    Quantized {
+        bytes: codes,
+        error,
+        grid_blocks,
+        off_grid,
+    }
+}
+
+/// Stores blocks whose codes and parameters are already known (QAT import): exact, no search.
+pub fn pack_exact(
+    rows: usize,
+    cols: usize,
+    block: usize,
+    sym: bool,
+    codes: &[u8],
+    params: &[BlockParams],
+) -> Vec<u8> {
+    let nb = cols / block;
+    let pb = param_bytes(sym);
+    let mut out = vec![0u8; rows * cols / 2 + rows * nb * pb];
+    let (cplane, pplane) = out.split_at_mut(rows * cols / 2);
+    pack_codes(codes, cplane);
+    for (p, dst) in params.iter().zip(pplane.chunks_exact_mut(pb)) {
+        write_params(*p, sym, dst);
+    }
+    out
+}
+
+/// Splits a tensor's bytes into its codes and params planes.
+pub fn planes(bytes: &[u8], rows: usize, cols: usize) -> (&[u8], &[u8]) {
+    bytes.split_at(rows * cols / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_built_block_decodes_to_known_values() {
+        // One row of 32 (block 32), asymmetric: zero = 1.0, scale = 0.5.
+        // Bytes: 0x0F → q0 = 0 (high nibble), q1 = 15 (low nibble).
+        let mut bytes = vec![0x0F, 0x8A];
+        bytes.extend([0x77; 14]);
+        bytes.extend(f16::from_f32(1.0).to_le_bytes()); // zero first
+        bytes.extend(f16::from_f32(0.5).to_le_bytes()); // then scale
+        let (codes, params) = planes(&bytes, 1, 32);
+        let mut out = [0.0f32; 32];
+        dequantize_row(codes, params, 32, false, &mut out);
+        // (0-8)*0.5+1 = -3, (15-8)*0.5+1 = 4.5, (8-8)*.5+1 = 1, (10-8)*.5+1 = 2, (7-8)*.5+1 = 0.5
+        assert_eq!(&out[..4], &[-3.0, 4.5, 1.0, 2.0]);
+        assert!(out[4..].iter().all(|&v| v == 0.5));
+
+        // Symmetric, scale 0.25: q=0 → -2.0, q=15 → 1.75.
+        let mut sym = vec![0x0F];
+        sym.extend([0x88; 15]);
+        sym.extend(f16::from_f32(0.25).to_le_bytes());
+        let (codes, params) = planes(&sym, 1, 32);
+        dequantize_row(codes, params, 32, true, &mut out);
+        assert_eq!(&out[..3], &[-2.0, 1.75, 0.0]);
+    }
+
+    fn random(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as f32 / (1u64 << 31) as f32 - 0.5) * 0.2
+            })
+            .collect()
+    }
+
+    #[test]
+    fn round_trip_every_block_and_mode() {
+        for block in [32, 64, 128] {
+            for sym in [false, true] {
+                for method in [Method::Rtn, Method::Search] {
+                    let (rows, cols) = (5, 256);
+                    let v = random(rows * cols, block as u64);
+                    let Quantized {
+                        bytes, error: st, ..
+                    } = quantize(&v, rows, cols, block, sym, method, false);
+                    assert_eq!(
+                        bytes.len(),
+                        super::super::QuantType::Q4 { block, sym }
+                            .byte_size(rows, cols)
+                            .unwrap()
+                    );
+                    let (codes, params) = planes(&bytes, rows, cols);
+                    let nb = cols / block * param_bytes(sym);
+                    let mut out = vec![0.0; cols];
+                    let mut err = 0.0f64;
+                    for r in 0..rows {
+                        dequantize_row(
+                            &codes[r * cols / 2..(r + 1) * cols / 2],
+                            &params[r * nb..(r + 1) * nb],
+                            block,
+                            sym,
+                            &mut out,
+                        );
+                        for (a, b) in v[r * cols..(r + 1) * cols].iter().zip(&out) {
+                            err += ((a - b) as f64).powi(2);
+                        }
+                    }
+                    assert!(
+                        (err - st.sum_sq_err).abs() < 1e-9 * err.max(1.0),
+                        "report matches decode"
+                    );
+                    // Uniform data: 4 bits keep the relative RMS error near 1/(15·√3·range/σ).
+                    assert!(
+                        st.rel_rms < 0.12,
+                        "block {block} sym {sym} {method:?}: {}",
+                        st.rel_rms
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn constant_and_zero_blocks_give_finite_params() {
+        for v in [vec![0.0f32; 64], vec![3.25f32; 64], vec![-1e-30f32; 64]] {
+            for sym in [false, true] {
+                let Quantized {
+                    bytes, error: st, ..
+                } = quantize(&v, 1, 64, 64, sym, Method::Search, true);
+                let (codes, params) = planes(&bytes, 1, 64);
+                let mut out = vec![0.0; 64];
+                dequantize_row(codes, params, 64, sym, &mut out);
+                assert!(out.iter().all(|x| x.is_finite()));
+                assert!(st.rel_rms.is_finite());
+                if v[0] == 3.25 && !sym {
+                    assert!(out.iter().all(|&x| x == 3.25));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Choosing a block's 4-bit parameters.
+//!
+//! `Rtn` maps the block's min/max (asymmetric) or largest magnitude (symmetric) onto the code
+//! range. `Search` (the default) tries a range of candidate scales around that, refits scale and
+//! zero by least squares for the codes each candidate produces (the idea of llama.cpp's
+//! make_qx_quants / make_qkx2_quants), rounds to f16, re-encodes with the stored parameters and
+//! keeps the candidate with the lowest squared error — so the error it minimises is the error
+//! of the bytes actually written.
+
+use super::q4::BlockParams;
+use half::f16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Method {
+    /// Round to nearest over the min/max range.
+    Rtn,
+    /// Least-squares scale search (default).
+    #[default]
+    Search,
+}
+
+/// Squared error of encoding `x` with `p` (nearest code per value).
+fn sq_error(x: &[f32], p: BlockParams) -> f64 {
+    let c = p.widen();
+    x.iter()
+        .map(|&v| ((c.decode(c.encode(v)) - v) as f64).powi(2))
+        .sum()
+}
+
+fn params(scale: f32, zero: f32) -> Option<BlockParams> {
+    let p = BlockParams {
+        scale: f16::from_f32(scale),
+        zero: f16::from_f32(zero),
+    };
+    (p.scale.is_finite() && p.zero.is_finite()).then_some(p)
+}
+
+pub fn q4_params(x: &[f32], sym: bool, method: Method) -> BlockParams {
+    if sym {
+        sym_params(x, method)
+    } else {
+        asym_params(x, method)
+    }
+}
+
+fn rtn_asym(min: f32, max: f32) -> BlockParams {
+    let scale = (max - min) / 15.0;
+    params(scale, min + 8.0 * scale).unwrap_or(BlockParams::ZERO)
+}
+
+fn asym_params(x: &[f32], method: Method) -> BlockParams {
+    let (min, max) = x
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    if !(max > min) {
+        // Constant block: scale 0, every value decodes to the zero point.
+        return params(0.0, min).unwrap_or(BlockParams::ZERO);
+    }
+    let rtn = rtn_asym(min, max);
+    if method == Method::Rtn || x.len() % LANES != 0 {
+        return rtn;
+    }
+    let st = Sums::of(x);
+    let mut best = (sq_error(x, rtn), rtn);
+    // Candidate code-space widths over the block's range: 15 is min/max; smaller widths clip
+    // the extremes, which the least-squares refit then pulls back where they help.
+    for step in 0..=12 {
+        let iscale = (10.5 + 0.5 * step as f32) / (max - min);
+        let sums = code_sums(x, |v| (((v - min) * iscale + 0.5) as u32).min(15));
+        consider_asym(sums, &st, &mut best);
+    }
+    // One refinement: re-encode with the best parameters and refit.
+    let c = best.1.widen();
+    let sums = code_sums(x, |v| c.encode(v) as u32);
+    consider_asym(sums, &st, &mut best);
+    best.1
+}
+
+const LANES: usize = 8;
+
+/// Σl, Σl², Σl·x for the codes `code(x)` gives, in eight lanes so the loop vectorises (the
+/// integer sums are exact; the float sum's order is fixed).
+#[inline]
+fn code_sums(x: &[f32], code: impl Fn(f32) -> u32) -> (f64, f64, f64) {
+    let (mut l1, mut l2, mut lx) = ([0u32; LANES], [0u32; LANES], [0.0f32; LANES]);
+    for xs in x.chunks_exact(LANES) {
+        for i in 0..LANES {
+            let l = code(xs[i]);
+            l1[i] += l;
+            l2[i] += l * l;
+            lx[i] += l as f32 * xs[i];
+        }
+    }
+    (
+        l1.iter().sum::<u32>() as f64,
+        l2.iter().sum::<u32>() as f64,
+        lx.iter().map(|&v| v as f64).sum::<f64>(),
+    )
+}
+
+/// Block sums that do not depend on the codes.
+struct Sums {
+    n: f64,
+    sx: f64,
+    sx2: f64,
+}
+
+impl Sums {
+    fn of(x: &[f32]) -> Sums {
+        let (mut sx, mut sx2) = (0.0f64, 0.0f64);
+        for &v in x {
+            sx += v as f64;
+            sx2 += v as f64 * v as f64;
+        }
+        Sums {
+            n: x.len() as f64,
+            sx,
+            sx2,
+        }
+    }
+}
+
+/// Least-squares (scale, offset) for `x ≈ scale·l + offset` given the codes' sums, rounded to
+/// our f16 parameters; its squared error in closed form (an upper bound of the error after
+/// re-encoding each value to its nearest code).
+fn consider_asym((sl, sl2, slx): (f64, f64, f64), st: &Sums, best: &mut (f64, BlockParams)) {
+    let d = st.n * sl2 - sl * sl;
+    if d <= 0.0 {
+        return;
+    }
+    let scale = (st.n * slx - sl * st.sx) / d;
+    let offset = (sl2 * st.sx - sl * slx) / d;
+    if scale <= 0.0 {
+        return;
+    }
+    let Some(p) = params(scale as f32, (offset + 8.0 * scale) as f32) else {
+        return;
+    };
+    let (s, m) = (
+        p.scale.to_f32() as f64,
+        p.zero.to_f32() as f64 - 8.0 * p.scale.to_f32() as f64,
+    );
+    // Σ(x − s·l − m)²
+    let err =
+        st.sx2 - 2.0 * s * slx - 2.0 * m * st.sx + s * s * sl2 + 2.0 * s * m * sl + st.n * m * m;
+    if err < best.0 {
+        *best = (err, p);
+    }
+}
+
+fn sym_params(x: &[f32], method: Method) -> BlockParams {
+    // The value of largest magnitude, with its sign: it maps to code 0 (−8·scale) exactly.
+    let max = x
+        .iter()
+        .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+    if max == 0.0 {
+        return BlockParams::ZERO;
+    }
+    let rtn = params(max / -8.0, 0.0).unwrap_or(BlockParams::ZERO);
+    if method == Method::Rtn {
+        return rtn;
+    }
+    let sx2: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let mut best = (sq_error(x, rtn), rtn);
+    for is in -12..=8 {
+        let iscale = -(8.0 + 0.15 * is as f32) / max;
+        let (mut slx, mut sl2) = (0.0f32, 0.0f32);
+        for &v in x {
+            // Round half up via truncation of a non-negative value, then back to −8..=7.
+            let l = (((v * iscale).max(-8.5) + 8.5) as i32).min(15) as f32 - 8.0;
+            slx += l * v;
+            sl2 += l * l;
+        }
+        if sl2 == 0.0 {
+            continue;
+        }
+        let Some(p) = params(slx / sl2, 0.0) else {
+            continue;
+        };
+        let s = p.scale.to_f32() as f64;
+        let err = sx2 - 2.0 * s * slx as f64 + s * s * sl2 as f64;
+        if err < best.0 {
+            best = (err, p);
+        }
+    }
+    best.1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_never_loses_to_rtn() {
+        let mut s = 7u64;
+        let mut total = [[0.0f64; 2]; 2];
+        for _ in 0..300 {
+            // Roughly Gaussian (sum of four uniforms), like trained weights.
+            let x: Vec<f32> = (0..64)
+                .map(|_| {
+                    (0..4)
+                        .map(|_| {
+                            s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                        })
+                        .sum::<f32>()
+                        * 0.05
+                })
+                .collect();
+            for (i, sym) in [false, true].into_iter().enumerate() {
+                let rtn = sq_error(&x, q4_params(&x, sym, Method::Rtn));
+                let found = sq_error(&x, q4_params(&x, sym, Method::Search));
+                assert!(found <= rtn + 1e-12);
+                total[i][0] += rtn;
+                total[i][1] += found;
+            }
+        }
+        for t in total {
+            eprintln!(
+                "squared error rtn {:.4e} search {:.4e} ({:.1}%)",
+                t[0],
+                t[1],
+                100.0 * (1.0 - t[1] / t[0])
+            );
+            assert!(
+                t[1] < 0.92 * t[0],
+                "search should cut the error clearly: {t:?}"
+            );
+        }
+    }
+}

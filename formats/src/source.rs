@@ -1,0 +1,249 @@
+//! Where a conversion reads from: an HF checkpoint directory or a `.pocket` file at full
+//! precision. Both give tensors by name as f32, plus the tokenizer, template and defaults.
+
+use crate::hf::compressed_tensors::{self, CtLinear};
+use crate::hf::tokenizer_config::TOKENIZER;
+use crate::hf::{DType, GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
+use crate::pocket::reader::PocketFile;
+use crate::pocket::{TokenizerMeta, TOKENIZER_BLOB};
+use crate::quant::{dense, QuantType};
+use crate::FormatError;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub enum Source {
+    /// An HF checkpoint; `ct` lists its compressed-tensors int4 layers, if any.
+    Hf {
+        ckpt: HfCheckpoint,
+        ct: BTreeMap<String, CtLinear>,
+    },
+    Pocket(PocketFile),
+}
+
+/// A tensor as stored in the source.
+pub struct SourceTensor {
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// The source's storage type (`None` for a dtype pocket cannot read).
+    pub stored: Option<QuantType>,
+}
+
+impl Source {
+    pub fn open(path: &Path) -> Result<Source, FormatError> {
+        if path.is_dir() {
+            let ckpt = HfCheckpoint::open(path)?;
+            let ct = compressed_tensors::detect(&ckpt)?.unwrap_or_default();
+            return Ok(Source::Hf { ckpt, ct });
+        }
+        if PocketFile::sniff(path) {
+            return Ok(Source::Pocket(PocketFile::open(path)?));
+        }
+        Err(FormatError::Invalid {
+            path: path.to_path_buf(),
+            reason: if path.exists() {
+                "not an HF checkpoint directory or a .pocket file".into()
+            } else {
+                "no such file or directory".into()
+            },
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            Source::Hf { ckpt: h, .. } => &h.dir,
+            Source::Pocket(p) => &p.path,
+        }
+    }
+
+    pub fn spec(&self) -> &ModelSpec {
+        match self {
+            Source::Hf { ckpt: h, .. } => &h.spec,
+            Source::Pocket(p) => &p.header.spec,
+        }
+    }
+
+    pub fn generation(&self) -> GenerationConfig {
+        match self {
+            Source::Hf { ckpt: h, .. } => h.generation.clone().unwrap_or_default(),
+            Source::Pocket(p) => p.header.generation.clone(),
+        }
+    }
+
+    pub fn tensors(&self) -> Vec<SourceTensor> {
+        let mut v: Vec<SourceTensor> = match self {
+            Source::Hf { ckpt: h, ct } => h
+                .tensors()
+                .filter(|t| !is_ct_part(ct, &t.name))
+                .map(|t| SourceTensor {
+                    name: t.name.clone(),
+                    shape: t.shape.clone(),
+                    stored: match t.dtype {
+                        DType::F32 => Some(QuantType::F32),
+                        DType::F16 => Some(QuantType::F16),
+                        DType::BF16 => Some(QuantType::BF16),
+                        DType::Other(_) => None,
+                    },
+                })
+                .chain(ct.values().map(|l| SourceTensor {
+                    name: l.weight_name(),
+                    shape: vec![l.rows, l.cols],
+                    stored: Some(l.storage()),
+                }))
+                .collect(),
+            Source::Pocket(p) => p
+                .tensors()
+                .map(|t| SourceTensor {
+                    name: t.name.clone(),
+                    shape: t.shape.clone(),
+                    stored: Some(t.dtype),
+                })
+                .collect(),
+        };
+        v.sort_by_key(|t| natural_key(&t.name));
+        v
+    }
+
+    /// The tensor's values as f32; only for full-precision storage.
+    pub fn read_f32(&self, name: &str) -> Result<Vec<f32>, FormatError> {
+        match self {
+            Source::Hf { ckpt: h, ct } => {
+                if let Some(l) = ct.get(name) {
+                    return compressed_tensors::dequantize(h, l);
+                }
+                let t = h.tensor(name)?;
+                t.to_f32_vec().ok_or_else(|| FormatError::BadTensor {
+                    path: h.file_of(name).unwrap_or(&h.dir).to_path_buf(),
+                    name: name.into(),
+                    reason: format!(
+                        "dtype {} cannot be converted (F32, F16, BF16 only)",
+                        t.dtype.name()
+                    ),
+                })
+            }
+            Source::Pocket(p) => {
+                let t = p.tensor(name).ok_or_else(|| FormatError::MissingTensor {
+                    path: p.path.clone(),
+                    name: name.into(),
+                })?;
+                let n = t.entry.shape.iter().product();
+                let mut out = vec![0.0; n];
+                let b = t.data.as_slice();
+                match t.entry.dtype {
+                    QuantType::F32 => dense::decode_f32(b, &mut out),
+                    QuantType::F16 => dense::decode_f16(b, &mut out),
+                    QuantType::BF16 => dense::decode_bf16(b, &mut out),
+                    q => {
+                        return Err(FormatError::BadTensor {
+                            path: p.path.clone(),
+                            name: name.into(),
+                            reason: format!(
+                            "already quantized as {q}: quantize from the F16/BF16 build instead"
+                        ),
+                        })
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// The stored bytes, for copying a tensor that keeps its type (for compressed-tensors
+    /// layers: our Q4 encoding of the same integers, if its parameters are exact in f16).
+    pub fn raw_bytes(&self, name: &str) -> Option<Vec<u8>> {
+        match self {
+            Source::Hf { ckpt: h, ct } => match ct.get(name) {
+                Some(l) => compressed_tensors::to_q4(h, l).ok()?.ok(),
+                None => h.get(name).map(|t| t.bytes().to_vec()),
+            },
+            Source::Pocket(p) => p.tensor(name).map(|t| t.data.as_slice().to_vec()),
+        }
+    }
+
+    /// `tokenizer.json` bytes.
+    pub fn tokenizer_json(&self) -> Result<Vec<u8>, FormatError> {
+        match self {
+            Source::Hf { ckpt: h, .. } => {
+                let path = h.dir.join(TOKENIZER);
+                std::fs::read(&path).map_err(|e| FormatError::io(&path, e))
+            }
+            Source::Pocket(p) => p.blob(TOKENIZER_BLOB),
+        }
+    }
+
+    pub fn tokenizer_meta(&self) -> Result<TokenizerMeta, FormatError> {
+        match self {
+            Source::Hf { ckpt: h, .. } => {
+                let c = TokenizerConfig::from_dir(&h.dir)?;
+                Ok(TokenizerMeta {
+                    bos_token: c.bos_token,
+                    eos_token: c.eos_token,
+                    pad_token: c.pad_token,
+                    unk_token: c.unk_token,
+                    chat_template: c.chat_template.map(|(t, _)| t),
+                })
+            }
+            Source::Pocket(p) => Ok(p.header.tokenizer.clone()),
+        }
+    }
+
+    /// Files whose hashes go into the output's provenance.
+    pub fn provenance_files(&self) -> Vec<PathBuf> {
+        match self {
+            Source::Hf { ckpt: h, .. } => {
+                let mut v: Vec<PathBuf> = [
+                    "config.json",
+                    "generation_config.json",
+                    "tokenizer.json",
+                    "tokenizer_config.json",
+                    "chat_template.jinja",
+                ]
+                .iter()
+                .map(|f| h.dir.join(f))
+                .filter(|p| p.is_file())
+                .collect();
+                v.extend(h.weight_files.iter().cloned());
+                v
+            }
+            Source::Pocket(p) => vec![p.path.clone()],
+        }
+    }
+}
+
+/// A compressed-tensors part (`weight_packed`, …) of a layer that is imported as a whole.
+fn is_ct_part(ct: &BTreeMap<String, CtLinear>, name: &str) -> bool {
+    [
+        "weight_packed",
+        "weight_scale",
+        "weight_zero_point",
+        "weight_shape",
+    ]
+    .iter()
+    .any(|suffix| {
+        name.strip_suffix(suffix)
+            .and_then(|m| m.strip_suffix('.'))
+            .is_some_and(|m| ct.contains_key(&format!("{m}.weight")))
+    })
+}
+
+/// Sort key that orders `layers.2` before `layers.10`.
+pub fn natural_key(name: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                out.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u64::MAX),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    out.push((text, digits.parse().unwrap_or(0)));
+    out
+}
