@@ -24,16 +24,7 @@ pub fn convert(
             output.display()
         );
     }
-    let bar = if quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(0);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} {bar:40} {percent:>3}% {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    };
+    let bar = progress_bar(quiet);
     let start = Instant::now();
     let progress = |done: u64, total: u64, name: &str| {
         bar.set_length(total);
@@ -44,6 +35,19 @@ pub fn convert(
         .with_context(|| format!("writing {}", output.display()))?;
     bar.finish_and_clear();
     Ok((report, start.elapsed().as_secs_f64()))
+}
+
+/// A progress bar on stderr, hidden when `quiet` or when stderr is not a terminal.
+pub fn progress_bar(quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(0);
+    b.set_style(
+        ProgressStyle::with_template("{spinner} {bar:40} {percent:>3}% {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
 }
 
 pub fn print_summary(r: &ConvertReport, seconds: f64) {

@@ -34,8 +34,12 @@ pub struct PplArgs {
     /// Model: an HF checkpoint directory or a .pocket file
     pub model: PathBuf,
     /// UTF-8 text file to score
+    #[arg(long, required_unless_present = "tokens", conflicts_with = "tokens")]
+    pub text: Option<PathBuf>,
+    /// Score these token ids instead of a text: a JSON array (e.g. another engine's
+    /// tokenization, to compare on exactly the same tokens)
     #[arg(long)]
-    pub text: PathBuf,
+    pub tokens: Option<PathBuf>,
     /// A second build of the same model (e.g. the bf16 checkpoint) to compare against
     #[arg(long)]
     pub baseline: Option<PathBuf>,
@@ -83,24 +87,43 @@ fn ppl(a: PplArgs) -> Result<ExitCode> {
     if a.ctx < 2 {
         bail!("--ctx must be at least 2");
     }
-    let text = std::fs::read_to_string(&a.text)
-        .with_context(|| format!("reading {}", a.text.display()))?;
     let m = LoadedModel::open(&a.model)?;
-    let mut tokens = m.tokenizer.encode(&text, true)?;
+    let base = a.baseline.as_deref().map(LoadedModel::open).transpose()?;
+    let mut tokens = match (&a.text, &a.tokens) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let tokens = m.tokenizer.encode(&text, true)?;
+            if let Some(b) = &base {
+                if b.tokenizer.encode(&text, true)? != tokens {
+                    bail!(
+                        "{} and {} tokenize the text differently: not builds of the same model",
+                        a.model.display(),
+                        b.path.display()
+                    );
+                }
+            }
+            tokens
+        }
+        (None, Some(path)) => {
+            let raw = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let ids: Vec<u32> = serde_json::from_str(&raw).with_context(|| {
+                format!("{}: expected a JSON array of token ids", path.display())
+            })?;
+            if let Some(bad) = ids.iter().find(|&&t| t as usize >= m.model.spec.vocab_size) {
+                bail!(
+                    "{}: token id {bad} is outside the vocabulary ({})",
+                    path.display(),
+                    m.model.spec.vocab_size
+                );
+            }
+            ids
+        }
+        (None, None) => bail!("give --text FILE or --tokens FILE"),
+    };
     if let Some(n) = a.max_tokens {
         tokens.truncate(n);
-    }
-    let base = a.baseline.as_deref().map(LoadedModel::open).transpose()?;
-    if let Some(b) = &base {
-        let mut bt = b.tokenizer.encode(&text, true)?;
-        bt.truncate(tokens.len());
-        if bt != tokens {
-            bail!(
-                "{} and {} tokenize the text differently: not builds of the same model",
-                a.model.display(),
-                b.path.display()
-            );
-        }
     }
     let ctx = a.ctx.min(m.model.spec.max_position_embeddings);
     let mut engine = Engine {
@@ -138,7 +161,7 @@ fn ppl(a: PplArgs) -> Result<ExitCode> {
         let mut v = serde_json::to_value(&report)?;
         v["model"] = serde_json::json!(m.path);
         v["baseline"] = serde_json::json!(a.baseline);
-        v["text"] = serde_json::json!(a.text);
+        v["text"] = serde_json::json!(a.text.as_ref().or(a.tokens.as_ref()));
         v["ctx"] = serde_json::json!(ctx);
         v["seconds"] = serde_json::json!(secs);
         println!("{v}");

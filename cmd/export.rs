@@ -1,9 +1,13 @@
 //! `pocket export`: turn a Hugging Face checkpoint into a deployable file.
 
-use crate::convert::{convert, print_summary};
+use crate::convert::{convert, print_summary, progress_bar};
 use crate::quant_args::QuantArgs;
 use anyhow::Result;
+use anyhow::{bail, Context};
 use clap::Args;
+use pocket_formats::gguf::export::write_gguf;
+use pocket_formats::gguf::GgmlType;
+use pocket_formats::source::Source;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,8 +19,15 @@ norms f32, every linear layer and the embedding at --quant. For control over the
 (embedding type, per-tensor overrides, scale method, QAT handling) and a per-tensor error \
 report, use `pocket quantize`.
 
+GGUF export writes what llama.cpp's converter writes (metadata keys, tensor names, the q/k row \
+order of `llama`, tokenizer.ggml.*); weights already in our Q4 carry over to Q4_0/Q4_1 without \
+requantizing where f16 holds them exactly (the rest are counted). With a 4-bit GGUF type the \
+embedding/head is stored as Q8_0, as llama.cpp's quantizer does.
+
 Examples:
   pocket export models/smollm2-135m-instruct -o smollm2.pocket
+  pocket export models/smollm2-135m-instruct -o smollm2-q8_0.gguf --format gguf --quant q8_0
+  pocket export SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.pocket   (Q4_0/Q4_1 carried over)
   pocket export HF_DIR -o model-q8.pocket --quant q8")]
 pub struct ExportArgs {
     /// HF checkpoint directory (config.json, *.safetensors, tokenizer.json)
@@ -24,7 +35,8 @@ pub struct ExportArgs {
     /// Output file
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Output format: pocket (gguf and mnn are planned: issues #5 and #8)
+    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1, with q4
+    /// meaning q4_1, or q4_0 with --sym); mnn is planned (issue #8)
     #[arg(long, default_value = "pocket", value_parser = ["pocket", "gguf", "mnn"])]
     pub format: String,
     #[command(flatten)]
@@ -35,13 +47,13 @@ pub struct ExportArgs {
 }
 
 pub fn main(args: ExportArgs) -> Result<ExitCode> {
-    if args.format != "pocket" {
-        eprintln!(
-            "pocket export --format {}: not built yet (planned in issue #{}).",
-            args.format,
-            if args.format == "gguf" { 5 } else { 8 }
-        );
-        return Ok(ExitCode::from(3));
+    match args.format.as_str() {
+        "gguf" => return gguf(&args),
+        "mnn" => {
+            eprintln!("pocket export --format mnn: not built yet (planned in issue #8).");
+            return Ok(ExitCode::from(3));
+        }
+        _ => {}
     }
     let recipe = args.quant.recipe(None)?;
     let (report, secs) = convert(&args.input, &args.output, &recipe, args.json)?;
@@ -49,6 +61,48 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
         println!("{}", serde_json::json!({"seconds": secs, "report": report}));
     } else {
         print_summary(&report, secs);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn gguf(args: &ExportArgs) -> Result<ExitCode> {
+    let ty = match (args.quant.quant.as_str(), args.quant.sym) {
+        ("f32", _) => GgmlType::F32,
+        ("f16", _) => GgmlType::F16,
+        ("bf16", _) => GgmlType::BF16,
+        ("q8" | "q8_0", _) => GgmlType::Q8_0,
+        ("q4_0", _) | ("q4", true) => GgmlType::Q4_0,
+        ("q4_1", _) | ("q4", false) => GgmlType::Q4_1,
+        (other, _) => {
+            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1)")
+        }
+    };
+    let source = Source::open(&args.input)?;
+    let bar = progress_bar(args.json);
+    let start = std::time::Instant::now();
+    let report = write_gguf(&source, ty, &args.output, &|done, total, name| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(name.to_string());
+    })
+    .with_context(|| format!("writing {}", args.output.display()))?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    let (carried, inexact): (usize, usize) = report.tensors.iter().fold((0, 0), |(a, b), t| {
+        (a + t.carried_blocks, b + t.inexact_blocks)
+    });
+    if args.json {
+        println!("{}", serde_json::json!({"seconds": secs, "report": report}));
+    } else {
+        println!(
+            "wrote {} ({:.2} MB, GGUF {}) in {secs:.1} s",
+            report.output,
+            report.file_bytes as f64 / 1e6,
+            ty.name()
+        );
+        if carried + inexact > 0 {
+            println!("Q4 blocks carried over unchanged: {carried}; re-quantized because f16 could not hold them: {inexact}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

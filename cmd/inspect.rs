@@ -46,6 +46,13 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     };
     let (format, extra) = match &m.file {
         ModelFile::Hf(h) => ("hf-safetensors", json!({"weight_files": h.weight_files})),
+        ModelFile::Gguf(g, _) => (
+            "gguf",
+            json!({
+                "version": g.version,
+                "metadata": g.metadata.iter().map(|(k, v)| (k.clone(), json!(v.summary()))).collect::<serde_json::Map<_, _>>(),
+            }),
+        ),
         ModelFile::Pocket(p) => (
             "pocket",
             json!({
@@ -88,6 +95,20 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     }
     println!("model        {}", m.path.display());
     match &m.file {
+        ModelFile::Gguf(g, _) => {
+            println!(
+                "format       GGUF v{}, {} metadata keys",
+                g.version,
+                g.metadata.len()
+            );
+            for (k, v) in g
+                .metadata
+                .iter()
+                .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
+            {
+                println!("  {k} = {}", v.summary());
+            }
+        }
         ModelFile::Hf(h) => println!(
             "format       HF safetensors ({} file{})",
             h.weight_files.len(),

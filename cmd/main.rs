@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 bad input or a failed operation (the message names the file and
 //! what is wrong); 2 bad usage; 3 the subcommand or option is not built yet.
 
+mod chat;
 mod convert;
 mod eval;
 mod export;
@@ -45,7 +46,26 @@ enum Command {
     Inspect(inspect::InspectArgs),
 }
 
+/// `pocket inspect MODEL | head` closes stdout early: stop quietly, as other CLI tools do,
+/// instead of reporting the failed print as a crash.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::main(args),

@@ -1,31 +1,40 @@
 //! `pocket run`: one prompt (from -p or stdin) or a chat in the terminal.
 
-use crate::term;
+use crate::{chat, term};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use pocket::chat::ChatSettings;
 use pocket::chat_template::Message;
-use pocket::generate::{generate, Control, Generation};
+use pocket::generate::{generate_text, Control, FinishReason, Generation, StopAt};
 use pocket::loader::LoadedModel;
-use pocket::model::State;
 use pocket::sampler::{Sampler, SamplerConfig};
-use pocket::tokenizer::TextStream;
 use serde_json::json;
-use std::io::{BufRead, IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args)]
 #[command(after_help = "\
-Without -p and with a terminal on stdin, opens a chat: type a message and press Enter; \
-/reset clears the conversation, /exit or Ctrl-D leaves. (Line editing, history and the full \
-command set arrive with issue #4.)
+Without -p and with a terminal on stdin, opens a chat: type a message and press Enter. A line \
+ending in \\ continues on the next line (pasted text may span lines). Up/Down recall earlier \
+messages (history file: --history, default $XDG_STATE_HOME/pocket/history or \
+~/.local/state/pocket/history). Ctrl-C stops an answer (or clears the line), Ctrl-D or /exit \
+leaves; /help lists the commands (/reset, /system, /set, /stats, /save, /load).
 With stdin not a terminal, the whole of stdin is the prompt.
 
+Sampling defaults: the model's generation_config.json when it sets do_sample (temperature, \
+top_k, top_p, min_p), its repetition_penalty and max_new_tokens; otherwise greedy (temp 0), \
+no penalties, 512 tokens. Penalties look at the last --repeat-last-n tokens (default 64).
+
+Exit codes: 0 success, 1 bad input or failure, 2 bad usage, 3 not built yet.
+
 Examples:
+  pocket run models/smollm2-135m-instruct
   pocket run models/smollm2-135m-instruct -p \"What is the capital of France?\"
-  echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1")]
+  echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1 --stop \"\\n\\n\"")]
 pub struct RunArgs {
-    /// Model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json)
+    /// Model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json) or a
+    /// .pocket file
     pub model: PathBuf,
     /// The user message (one-shot mode)
     #[arg(short, long)]
@@ -36,10 +45,11 @@ pub struct RunArgs {
     /// Send the prompt as plain text, without the chat template (base models)
     #[arg(long)]
     pub raw: bool,
-    /// Maximum tokens to generate per answer
-    #[arg(short = 'n', long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_tokens: u32,
-    /// Sampling temperature; 0 is greedy. Default: the model's generation_config, else 0
+    /// Maximum tokens to generate per answer [default: generation_config's max_new_tokens,
+    /// else 512]
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature; 0 is greedy [default: generation_config's, else 0]
     #[arg(long)]
     pub temp: Option<f32>,
     /// Keep only the K most likely tokens (0: off)
@@ -51,6 +61,23 @@ pub struct RunArgs {
     /// Drop tokens less likely than P times the most likely one (0: off)
     #[arg(long)]
     pub min_p: Option<f32>,
+    /// Make tokens seen recently less likely: positive logits are divided by it, negative
+    /// ones multiplied (1.0: off) [default: generation_config's repetition_penalty, else 1.0]
+    #[arg(long)]
+    pub repeat_penalty: Option<f32>,
+    /// Subtract this from the logit of every token seen recently (0: off)
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Subtract this times the number of recent occurrences from a token's logit (0: off)
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// How many recent tokens (prompt and answer) the penalties look at
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// End the answer when its text contains STR (not printed); repeatable. \n and \t are
+    /// read as a newline and a tab
+    #[arg(long, value_name = "STR", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub stop: Vec<String>,
     /// Random seed: the same seed and settings give the same text
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -63,6 +90,16 @@ pub struct RunArgs {
     /// Print one JSON object (text, token ids, finish reason, timings) instead of streaming
     #[arg(long)]
     pub json: bool,
+    /// Chat history file [default: $XDG_STATE_HOME/pocket/history, else
+    /// ~/.local/state/pocket/history]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_history")]
+    pub history: Option<PathBuf>,
+    /// Keep no chat history file
+    #[arg(long)]
+    pub no_history: bool,
+    /// Sleep this long after each streamed token: for terminal tests and recordings
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub debug_token_delay_ms: u64,
 }
 
 pub fn main(args: RunArgs) -> Result<ExitCode> {
@@ -73,7 +110,7 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
             .context("starting the thread pool")?;
     }
     let m = LoadedModel::open(&args.model)?;
-    let sampler = sampler_config(&args, &m)?;
+    let settings = chat_settings(&args, &m)?;
     let ctx = args
         .ctx
         .unwrap_or(m.model.spec.max_position_embeddings)
@@ -94,55 +131,59 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         None => None,
     };
     match prompt {
-        Some(p) => one_shot(&args, &m, sampler, ctx, &p),
+        Some(p) => one_shot(&args, &m, &settings, ctx, &p),
         None if args.json => bail!("--json needs a prompt (-p TEXT or stdin)"),
-        None => chat(&args, &m, sampler, ctx),
+        None => chat::main(&args, &m, settings, ctx),
     }
 }
 
 /// Command-line options over the model's generation_config defaults.
-fn sampler_config(args: &RunArgs, m: &LoadedModel) -> Result<SamplerConfig> {
+fn chat_settings(args: &RunArgs, m: &LoadedModel) -> Result<ChatSettings> {
     let g = &m.generation;
+    // generation_config's sampling fields only apply when it asks for sampling, as in
+    // transformers; its repetition penalty and length apply either way.
     let sampling = g.do_sample.unwrap_or(false);
-    let model_temp = if sampling {
-        g.temperature.unwrap_or(1.0) as f32
-    } else {
-        0.0
-    };
-    let cfg = SamplerConfig {
-        temperature: args.temp.unwrap_or(model_temp),
+    let when_sampling = |v: Option<f64>| if sampling { v.map(|x| x as f32) } else { None };
+    let sampler = SamplerConfig {
+        temperature: args.temp.unwrap_or(if sampling {
+            g.temperature.unwrap_or(1.0) as f32
+        } else {
+            0.0
+        }),
         top_k: args
             .top_k
             .or(if sampling { g.top_k } else { None })
             .unwrap_or(0),
-        top_p: args
-            .top_p
-            .or(if sampling {
-                g.top_p.map(|p| p as f32)
-            } else {
-                None
-            })
+        top_p: args.top_p.or(when_sampling(g.top_p)).unwrap_or(1.0),
+        min_p: args.min_p.or(when_sampling(g.min_p)).unwrap_or(0.0),
+        repeat_penalty: args
+            .repeat_penalty
+            .or(g.repetition_penalty.map(|p| p as f32))
             .unwrap_or(1.0),
-        min_p: args
-            .min_p
-            .or(if sampling {
-                g.min_p.map(|p| p as f32)
-            } else {
-                None
-            })
-            .unwrap_or(0.0),
+        presence_penalty: args.presence_penalty,
+        frequency_penalty: args.frequency_penalty,
+        repeat_last_n: args.repeat_last_n,
         seed: args.seed,
     };
-    if !(cfg.temperature >= 0.0 && cfg.temperature.is_finite()) {
-        bail!("--temp must be a finite number >= 0");
+    if let Err(e) = sampler.validate() {
+        bail!("--{e}");
     }
-    if !(cfg.top_p > 0.0 && cfg.top_p <= 1.0) {
-        bail!("--top-p must be in (0, 1]");
-    }
-    if !(0.0..=1.0).contains(&cfg.min_p) {
-        bail!("--min-p must be in [0, 1]");
-    }
-    Ok(cfg)
+    Ok(ChatSettings {
+        sampler,
+        max_tokens: args
+            .max_tokens
+            .map(|n| n as usize)
+            .or(g.max_new_tokens)
+            .unwrap_or(512)
+            .max(1),
+        stop: args.stop.iter().map(|s| unescape(s)).collect(),
+    })
+}
+
+/// `\n` and `\t` typed in a stop string mean a newline and a tab: a shell makes the real
+/// characters awkward to type.
+pub fn unescape(text: &str) -> String {
+    text.replace("\\n", "\n").replace("\\t", "\t")
 }
 
 fn messages(system: Option<&str>, user: &str) -> Vec<Message> {
@@ -157,7 +198,7 @@ fn messages(system: Option<&str>, user: &str) -> Vec<Message> {
 fn one_shot(
     args: &RunArgs,
     m: &LoadedModel,
-    cfg: SamplerConfig,
+    settings: &ChatSettings,
     ctx: usize,
     prompt: &str,
 ) -> Result<ExitCode> {
@@ -167,31 +208,33 @@ fn one_shot(
         m.encode_chat(&messages(args.system.as_deref(), prompt), true)?
     };
     let mut state = m.model.new_state(ctx);
-    let mut sampler = Sampler::new(cfg);
-    let mut stream = TextStream::new(&m.tokenizer);
+    let mut sampler = Sampler::new(settings.sampler.clone());
+    let stop = StopAt {
+        ids: &m.stop_ids,
+        strings: &settings.stop,
+        max_tokens: settings.max_tokens,
+    };
     let mut out = std::io::stdout().lock();
-    let g = generate(
+    let answer = generate_text(
         &m.model,
+        &m.tokenizer,
         &mut state,
         &prompt_ids,
         &mut sampler,
-        &m.stop_ids,
-        args.max_tokens as usize,
-        |id| {
+        &stop,
+        |piece| {
             if !args.json {
-                if let Some(piece) = stream.push(id) {
-                    let _ = out.write_all(piece.as_bytes());
-                    let _ = out.flush();
-                }
+                let _ = out.write_all(piece.as_bytes());
+                let _ = out.flush();
             }
             Control::Continue
         },
     )?;
-    let text = m.tokenizer.decode(&g.tokens, true);
+    let g = &answer.generation;
     if args.json {
         let obj = json!({
             "model": m.path,
-            "text": text,
+            "text": answer.text,
             "prompt_ids": prompt_ids,
             "generated_ids": g.tokens,
             "prompt_tokens": prompt_ids.len(),
@@ -206,136 +249,34 @@ fn one_shot(
         });
         writeln!(out, "{obj}")?;
     } else {
-        if let Some(rest) = stream.finish() {
-            out.write_all(rest.as_bytes())?;
-        }
         writeln!(out)?;
         drop(out);
-        print_stats(&g, state.cache.len(), ctx);
+        if std::io::stderr().is_terminal() {
+            let stats = stats_line(g, 0, state.cache.len(), ctx);
+            eprintln!("{}", term::dim(&stats, term::stderr_styled()));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_stats(g: &Generation, used: usize, ctx: usize) {
-    let styled = term::stderr_styled();
-    if !std::io::stderr().is_terminal() {
-        return;
-    }
-    let line = format!(
-        "[{} prompt tok at {:.1} tok/s, {} generated at {:.1} tok/s, context {used}/{ctx}, {:?}]",
-        g.prefill_tokens,
-        g.prefill_tok_per_s(),
+/// One line after an answer: its speed, how much of the prompt was run versus taken from the
+/// KV cache, and how full the context is.
+pub fn stats_line(g: &Generation, reused: usize, used: usize, ctx: usize) -> String {
+    let prompt = if reused > 0 {
+        format!("{} new + {reused} cached", g.prefill_tokens)
+    } else {
+        g.prefill_tokens.to_string()
+    };
+    let reason = match g.finish_reason {
+        FinishReason::Stop => "",
+        FinishReason::Length => " · max tokens",
+        FinishReason::Context => " · context full",
+        FinishReason::Interrupted => " · stopped",
+    };
+    format!(
+        "[{} tokens, {:.1} tok/s · prompt {prompt}, {:.0} tok/s · context {used}/{ctx}{reason}]",
         g.tokens.len(),
         g.decode_tok_per_s(),
-        g.finish_reason
-    );
-    eprintln!("{}", term::dim(&line, styled));
-}
-
-/// A minimal multi-turn chat. The conversation is re-rendered each turn and only the tokens
-/// after the longest prefix shared with the KV cache are run.
-fn chat(args: &RunArgs, m: &LoadedModel, cfg: SamplerConfig, ctx: usize) -> Result<ExitCode> {
-    if args.raw {
-        bail!("--raw needs a prompt (-p TEXT or stdin); the chat uses the template");
-    }
-    let mut history: Vec<Message> = Vec::new();
-    if let Some(s) = &args.system {
-        history.push(Message::new("system", s));
-    }
-    let mut state = m.model.new_state(ctx);
-    let mut cached: Vec<u32> = Vec::new();
-    let mut sampler = Sampler::new(cfg);
-    let stdin = std::io::stdin();
-    eprintln!(
-        "pocket chat with {} — /reset to start over, /exit or Ctrl-D to leave",
-        m.path.display()
-    );
-    loop {
-        eprint!("> ");
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            eprintln!();
-            return Ok(ExitCode::SUCCESS);
-        }
-        let line = line.trim();
-        match line {
-            "" => continue,
-            "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
-            "/reset" => {
-                history.retain(|msg| msg.role == "system");
-                state.cache.clear();
-                cached.clear();
-                eprintln!("(conversation cleared)");
-                continue;
-            }
-            _ => {}
-        }
-        history.push(Message::new("user", line));
-        let ids = m.encode_chat(&history, true)?;
-        let shared = cached
-            .iter()
-            .zip(&ids)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(ids.len() - 1);
-        state.cache.truncate(shared);
-        if ids.len() > state.cache.capacity() {
-            history.pop();
-            eprintln!(
-                "(the conversation no longer fits the {ctx}-token context: /reset to start over)"
-            );
-            continue;
-        }
-        let mut stream = TextStream::new(&m.tokenizer);
-        let mut out = std::io::stdout().lock();
-        let g = generate_turn(
-            m,
-            &mut state,
-            &ids[shared..],
-            &mut sampler,
-            args,
-            &mut stream,
-            &mut out,
-        )?;
-        if let Some(rest) = stream.finish() {
-            out.write_all(rest.as_bytes())?;
-        }
-        writeln!(out)?;
-        drop(out);
-        print_stats(&g, state.cache.len(), ctx);
-        history.push(Message::new(
-            "assistant",
-            &m.tokenizer.decode(&g.tokens, true),
-        ));
-        // The cache holds the prompt and every generated token except the last.
-        cached = ids;
-        cached.extend(&g.tokens[..g.tokens.len().saturating_sub(1)]);
-        cached.truncate(state.cache.len());
-    }
-}
-
-fn generate_turn(
-    m: &LoadedModel,
-    state: &mut State,
-    new_ids: &[u32],
-    sampler: &mut Sampler,
-    args: &RunArgs,
-    stream: &mut TextStream,
-    out: &mut impl Write,
-) -> Result<Generation> {
-    Ok(generate(
-        &m.model,
-        state,
-        new_ids,
-        sampler,
-        &m.stop_ids,
-        args.max_tokens as usize,
-        |id| {
-            if let Some(piece) = stream.push(id) {
-                let _ = out.write_all(piece.as_bytes());
-                let _ = out.flush();
-            }
-            Control::Continue
-        },
-    )?)
+        g.prefill_tok_per_s(),
+    )
 }

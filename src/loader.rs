@@ -6,6 +6,7 @@ use crate::model::Model;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::WeightSource;
 use crate::Error;
+use pocket_formats::gguf::GgufFile;
 use pocket_formats::hf::tokenizer_config::TOKENIZER;
 use pocket_formats::hf::{GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
 use pocket_formats::pocket::reader::PocketFile;
@@ -17,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub enum ModelFile {
     Hf(HfCheckpoint),
     Pocket(PocketFile),
+    /// A llama.cpp GGUF file, with its architecture read into a spec.
+    Gguf(GgufFile, ModelSpec),
 }
 
 impl ModelFile {
@@ -45,6 +48,11 @@ impl ModelFile {
         if path.is_file() && PocketFile::sniff(path) {
             return Ok(ModelFile::Pocket(PocketFile::open(path)?));
         }
+        if path.is_file() && GgufFile::sniff(path) {
+            let f = GgufFile::open(path)?;
+            let spec = pocket_formats::gguf::model::spec(&f)?;
+            return Ok(ModelFile::Gguf(f, spec));
+        }
         Err(invalid("not a model pocket can read: expected an HF checkpoint directory with config.json or a .pocket file"))
     }
 
@@ -52,6 +60,7 @@ impl ModelFile {
         match self {
             ModelFile::Hf(h) => &h.spec,
             ModelFile::Pocket(p) => &p.header.spec,
+            ModelFile::Gguf(_, spec) => spec,
         }
     }
 
@@ -82,6 +91,17 @@ impl ModelFile {
                     location: format!("@{}", t.offset),
                 })
                 .collect(),
+            ModelFile::Gguf(g, _) => g
+                .tensors
+                .iter()
+                .map(|t| TensorInfo {
+                    name: t.name.clone(),
+                    dtype: t.ty.name().to_lowercase(),
+                    shape: t.dims.iter().rev().map(|&d| d as usize).collect(),
+                    bytes: t.data.len() as u64,
+                    location: String::new(),
+                })
+                .collect(),
         }
     }
 
@@ -97,6 +117,7 @@ impl ModelFile {
         match self {
             ModelFile::Hf(h) => h,
             ModelFile::Pocket(p) => p,
+            ModelFile::Gguf(g, _) => g,
         }
     }
 }
@@ -157,6 +178,27 @@ impl LoadedModel {
                     meta,
                     origin,
                     h.generation.clone().unwrap_or_default(),
+                )
+            }
+            ModelFile::Gguf(g, _) => {
+                let json = pocket_formats::gguf::tokenizer::tokenizer_json(g)?;
+                let tok = TextTokenizer::from_bytes(json.as_bytes(), path)?;
+                let text = |k: &str| pocket_formats::gguf::tokenizer::token_text(g, k);
+                let meta = TokenizerMeta {
+                    bos_token: text("tokenizer.ggml.bos_token_id"),
+                    eos_token: text("tokenizer.ggml.eos_token_id"),
+                    pad_token: text("tokenizer.ggml.padding_token_id"),
+                    unk_token: text("tokenizer.ggml.unknown_token_id"),
+                    chat_template: g
+                        .get("tokenizer.chat_template")
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string),
+                };
+                (
+                    tok,
+                    meta,
+                    Some(path.to_path_buf()),
+                    GenerationConfig::default(),
                 )
             }
             ModelFile::Pocket(p) => {

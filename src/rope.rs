@@ -19,6 +19,11 @@ impl Rope {
             .collect();
         match cfg.scaling {
             RopeScaling::None => {}
+            RopeScaling::Factors { ref factors } => {
+                for (f, d) in inv_freq.iter_mut().zip(factors) {
+                    *f /= d;
+                }
+            }
             RopeScaling::Linear { factor } => {
                 for f in &mut inv_freq {
                     *f /= factor as f32;

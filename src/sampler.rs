@@ -1,8 +1,13 @@
-//! Choosing the next token from logits: greedy at temperature 0, otherwise temperature, top-k,
-//! top-p and min-p filtering and a seeded draw, so the same seed and settings reproduce the
-//! same text.
+//! Choosing the next token from logits: repetition penalties, then greedy at temperature 0 or
+//! temperature, top-k, top-p and min-p filtering and a seeded draw, so the same seed and
+//! settings reproduce the same text.
 
-#[derive(Clone, Debug, PartialEq)]
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// Sampling settings. Serialized with a saved chat, so field names are part of that format.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SamplerConfig {
     /// 0 means greedy (argmax).
     pub temperature: f32,
@@ -12,6 +17,18 @@ pub struct SamplerConfig {
     pub top_p: f32,
     /// 0.0 disables min-p.
     pub min_p: f32,
+    /// llama.cpp's `repeat_penalty`: a token seen in the window has its logit divided by this
+    /// when positive and multiplied when negative, so it always becomes less likely. 1.0: off.
+    pub repeat_penalty: f32,
+    /// Subtracted once from the logit of every token seen in the window (OpenAI's
+    /// `presence_penalty`). 0.0: off.
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per time it occurs in the window (OpenAI's
+    /// `frequency_penalty`). 0.0: off.
+    pub frequency_penalty: f32,
+    /// How many of the most recent tokens (prompt and answer) the penalties look at, as
+    /// llama.cpp's `repeat_last_n`. 0: no window, penalties off.
+    pub repeat_last_n: usize,
     pub seed: u64,
 }
 
@@ -22,8 +39,41 @@ impl Default for SamplerConfig {
             top_k: 0,
             top_p: 1.0,
             min_p: 0.0,
+            repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            repeat_last_n: 64,
             seed: 0,
         }
+    }
+}
+
+impl SamplerConfig {
+    /// Checks the ranges a user can get wrong; the message names the setting as the CLI does.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err("temp must be a finite number >= 0".into());
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err("top-p must be in (0, 1]".into());
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err("min-p must be in [0, 1]".into());
+        }
+        if !(self.repeat_penalty > 0.0 && self.repeat_penalty.is_finite()) {
+            return Err("repeat-penalty must be a finite number > 0 (1 is off)".into());
+        }
+        if !(self.presence_penalty.is_finite() && self.frequency_penalty.is_finite()) {
+            return Err("presence-penalty and frequency-penalty must be finite numbers".into());
+        }
+        Ok(())
+    }
+
+    fn penalties_on(&self) -> bool {
+        self.repeat_last_n > 0
+            && (self.repeat_penalty != 1.0
+                || self.presence_penalty != 0.0
+                || self.frequency_penalty != 0.0)
     }
 }
 
@@ -31,6 +81,9 @@ pub struct Sampler {
     pub config: SamplerConfig,
     rng: Rng,
     candidates: Vec<(u32, f32)>,
+    /// The last `repeat_last_n` tokens of the sequence, oldest first, for the penalties.
+    recent: VecDeque<u32>,
+    penalized: Vec<f32>,
 }
 
 impl Sampler {
@@ -39,10 +92,43 @@ impl Sampler {
             rng: Rng::new(config.seed),
             config,
             candidates: Vec::new(),
+            recent: VecDeque::new(),
+            penalized: Vec::new(),
+        }
+    }
+
+    /// Records a token of the sequence (prompt or generated) for the repetition penalties.
+    /// [`generate`](crate::generate::generate) calls it for every token it runs or samples.
+    pub fn accept(&mut self, id: u32) {
+        let n = self.config.repeat_last_n;
+        if n == 0 {
+            return;
+        }
+        while self.recent.len() >= n {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(id);
+    }
+
+    /// Replaces the penalty window with the tail of `ids`: the tokens already in the KV cache
+    /// when a chat turn reuses it, so the window matches a run from scratch.
+    pub fn set_history(&mut self, ids: &[u32]) {
+        self.recent.clear();
+        let n = self.config.repeat_last_n;
+        for &id in &ids[ids.len().saturating_sub(n)..] {
+            self.accept(id);
         }
     }
 
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let logits = if self.config.penalties_on() {
+            self.penalized.clear();
+            self.penalized.extend_from_slice(logits);
+            apply_penalties(&mut self.penalized, &self.recent, &self.config);
+            &self.penalized[..]
+        } else {
+            logits
+        };
         let c = &self.config;
         if c.temperature <= 0.0 {
             return argmax(logits);
@@ -94,6 +180,30 @@ impl Sampler {
             }
         }
         cand[cand.len() - 1].0
+    }
+}
+
+/// llama.cpp's penalties (`llama_sampler_penalties_apply`): for each distinct token in the
+/// window, `repeat_penalty` pushes its logit towards "less likely" whatever its sign (dividing
+/// a negative logit would raise it), then `count × frequency + presence` is subtracted.
+fn apply_penalties(logits: &mut [f32], recent: &VecDeque<u32>, c: &SamplerConfig) {
+    let mut counts: Vec<(u32, u32)> = Vec::with_capacity(recent.len());
+    for &id in recent {
+        match counts.iter_mut().find(|(t, _)| *t == id) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((id, 1)),
+        }
+    }
+    for (id, n) in counts {
+        let Some(l) = logits.get_mut(id as usize) else {
+            continue;
+        };
+        if *l <= 0.0 {
+            *l *= c.repeat_penalty;
+        } else {
+            *l /= c.repeat_penalty;
+        }
+        *l -= n as f32 * c.frequency_penalty + c.presence_penalty;
     }
 }
 
@@ -161,8 +271,8 @@ mod tests {
             temperature: 0.8,
             top_k: 5,
             top_p: 0.9,
-            min_p: 0.0,
             seed: 42,
+            ..SamplerConfig::default()
         };
         let draw = |cfg: &SamplerConfig| {
             let mut s = Sampler::new(cfg.clone());
@@ -192,5 +302,133 @@ mod tests {
             ..cfg
         });
         assert!((0..20).all(|_| s.sample(&logits) == order[0]));
+    }
+
+    fn window(cfg: SamplerConfig, history: &[u32]) -> Sampler {
+        let mut s = Sampler::new(cfg);
+        s.set_history(history);
+        s
+    }
+
+    #[test]
+    fn repeat_penalty_demotes_seen_tokens_whatever_their_sign() {
+        // Token 0 leads; 1 is close behind. Both logits of 0 are pushed down: 2.0 / 2 = 1.0 and
+        // -1.0 * 2 = -2.0.
+        let cfg = SamplerConfig {
+            repeat_penalty: 2.0,
+            ..SamplerConfig::default()
+        };
+        assert_eq!(Sampler::new(cfg.clone()).sample(&[2.0, 1.5, 0.0]), 0);
+        assert_eq!(window(cfg.clone(), &[0]).sample(&[2.0, 1.5, 0.0]), 1);
+        let mut logits = vec![2.0, -1.0, 0.5];
+        apply_penalties(&mut logits, &[0, 1].into_iter().collect(), &cfg);
+        assert_eq!(logits, vec![1.0, -2.0, 0.5]);
+        // A penalty below 1 rewards repetition instead (llama.cpp allows it).
+        let reward = SamplerConfig {
+            repeat_penalty: 0.5,
+            ..SamplerConfig::default()
+        };
+        assert_eq!(window(reward, &[1]).sample(&[2.0, 1.5, 0.0]), 1);
+    }
+
+    #[test]
+    fn presence_and_frequency_penalties_subtract() {
+        let recent: VecDeque<u32> = [0, 0, 0, 1].into_iter().collect();
+        let mut logits = vec![5.0, 5.0, 5.0];
+        let cfg = SamplerConfig {
+            presence_penalty: 0.5,
+            frequency_penalty: 1.0,
+            ..SamplerConfig::default()
+        };
+        apply_penalties(&mut logits, &recent, &cfg);
+        // 0 seen three times: 5 - 3×1 - 0.5; 1 seen once: 5 - 1 - 0.5; 2 unseen.
+        assert_eq!(logits, vec![1.5, 3.5, 5.0]);
+        let mut s = window(cfg, &[0, 0, 0, 1]);
+        assert_eq!(s.sample(&[5.0, 5.0, 4.0]), 2);
+    }
+
+    #[test]
+    fn penalty_window_forgets_old_tokens() {
+        let cfg = SamplerConfig {
+            repeat_penalty: 10.0,
+            repeat_last_n: 2,
+            ..SamplerConfig::default()
+        };
+        // 0 fell out of the two-token window, so it wins again.
+        let mut s = window(cfg.clone(), &[0, 2, 3]);
+        assert_eq!(s.sample(&[2.0, 1.0, 0.0, 0.0]), 0);
+        s.accept(0);
+        assert_eq!(s.sample(&[2.0, 1.0, 0.0, 0.0]), 1);
+        // repeat_last_n 0 turns the penalties off.
+        let mut off = window(
+            SamplerConfig {
+                repeat_last_n: 0,
+                ..cfg
+            },
+            &[0],
+        );
+        assert_eq!(off.sample(&[2.0, 1.0]), 0);
+    }
+
+    #[test]
+    fn penalties_break_a_greedy_loop() {
+        // A toy model that always prefers to repeat its last token: greedy decoding loops on
+        // one token; with a repeat penalty it moves on, so fewer repeats is the expected
+        // direction.
+        let next_logits = |last: u32| -> Vec<f32> {
+            (0..8u32)
+                .map(|t| if t == last { 3.0 } else { 2.0 - t as f32 * 0.1 })
+                .collect()
+        };
+        let run = |cfg: SamplerConfig| {
+            let mut s = Sampler::new(cfg);
+            let mut out = vec![0u32];
+            s.accept(0);
+            for _ in 0..12 {
+                let id = s.sample(&next_logits(*out.last().unwrap()));
+                s.accept(id);
+                out.push(id);
+            }
+            out
+        };
+        let distinct = |v: &[u32]| {
+            let mut v = v.to_vec();
+            v.sort();
+            v.dedup();
+            v.len()
+        };
+        let plain = run(SamplerConfig::default());
+        assert_eq!(distinct(&plain), 1, "{plain:?}");
+        let penalized = run(SamplerConfig {
+            repeat_penalty: 1.8,
+            ..SamplerConfig::default()
+        });
+        assert!(distinct(&penalized) > 2, "{penalized:?}");
+        let freq = run(SamplerConfig {
+            frequency_penalty: 0.6,
+            ..SamplerConfig::default()
+        });
+        assert!(distinct(&freq) > 1, "{freq:?}");
+    }
+
+    #[test]
+    fn validate_names_the_bad_setting() {
+        assert!(SamplerConfig::default().validate().is_ok());
+        let bad = |c: SamplerConfig| c.validate().unwrap_err();
+        assert!(bad(SamplerConfig {
+            temperature: -1.0,
+            ..SamplerConfig::default()
+        })
+        .contains("temp"));
+        assert!(bad(SamplerConfig {
+            repeat_penalty: 0.0,
+            ..SamplerConfig::default()
+        })
+        .contains("repeat-penalty"));
+        assert!(bad(SamplerConfig {
+            top_p: 0.0,
+            ..SamplerConfig::default()
+        })
+        .contains("top-p"));
     }
 }

@@ -7,18 +7,32 @@
 
 use crate::Error;
 use pocket_formats::bytes::ByteView;
+use pocket_formats::gguf::{ggml, GgmlType, GgufFile};
 use pocket_formats::hf::{DType, HfCheckpoint, MappedTensor};
 use pocket_formats::pocket::reader::{PocketFile, PocketTensor};
 use pocket_formats::quant::{dense, q4, q8, QuantType};
 use rayon::prelude::*;
+use std::sync::Arc;
+
+/// How a matrix's bytes encode its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// Our storage types (`.pocket`, and F32/F16/BF16 from safetensors).
+    Pocket(QuantType),
+    /// ggml block types, as stored in GGUF files.
+    Ggml(GgmlType),
+}
 
 /// A row-major `[rows, cols]` matrix; `rows` is the output dimension of a linear layer.
 pub struct Matrix {
     pub name: String,
     pub rows: usize,
     pub cols: usize,
-    pub dtype: QuantType,
+    pub encoding: Encoding,
     data: ByteView,
+    /// Stored row of each logical row, when the file orders rows differently (llama.cpp's
+    /// q/k layout for `llama`).
+    row_map: Option<Arc<[u32]>>,
 }
 
 /// Rows per parallel task: big enough to amortise scheduling, small enough to balance 2 cores.
@@ -38,8 +52,9 @@ impl Matrix {
                 name: name.into(),
                 rows,
                 cols,
-                dtype,
+                encoding: Encoding::Pocket(dtype),
                 data,
+                row_map: None,
             }),
             _ => Err(Error::Invalid(format!(
                 "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
@@ -48,12 +63,61 @@ impl Matrix {
         }
     }
 
+    /// A matrix of ggml blocks; `row_map[r]` is the stored row holding logical row `r`.
+    pub fn ggml(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        ty: GgmlType,
+        data: ByteView,
+        row_map: Option<Vec<u32>>,
+    ) -> Result<Matrix, Error> {
+        let ok = ty
+            .bytes_for(cols as u64)
+            .and_then(|b| b.checked_mul(rows as u64))
+            == Some(data.len() as u64)
+            && row_map
+                .as_ref()
+                .is_none_or(|m| m.len() == rows && m.iter().all(|&r| (r as usize) < rows));
+        if !ok {
+            return Err(Error::Invalid(format!(
+                "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {} matrix",
+                data.len(),
+                ty.name()
+            )));
+        }
+        Ok(Matrix {
+            name: name.into(),
+            rows,
+            cols,
+            encoding: Encoding::Ggml(ty),
+            data,
+            row_map: row_map.map(Into::into),
+        })
+    }
+
+    /// A short name of the storage type, for reports.
+    pub fn type_name(&self) -> String {
+        match self.encoding {
+            Encoding::Pocket(q) => q.to_string(),
+            Encoding::Ggml(t) => t.name().to_string(),
+        }
+    }
+
     /// Row `r` decoded to f32 (an embedding lookup; also the reference matvec's inner step).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows && out.len() == self.cols);
+        let r = self.row_map.as_ref().map_or(r, |m| m[r] as usize);
         let (rows, cols) = (self.rows, self.cols);
         let b = self.data.as_slice();
-        match self.dtype {
+        let dtype = match self.encoding {
+            Encoding::Pocket(q) => q,
+            Encoding::Ggml(t) => {
+                let row_bytes = t.bytes_for(cols as u64).expect("checked at construction") as usize;
+                return ggml::dequantize(t, &b[r * row_bytes..(r + 1) * row_bytes], out);
+            }
+        };
+        match dtype {
             QuantType::F32 => dense::decode_f32(&b[r * cols * 4..][..cols * 4], out),
             QuantType::F16 => dense::decode_f16(&b[r * cols * 2..][..cols * 2], out),
             QuantType::BF16 => dense::decode_bf16(&b[r * cols * 2..][..cols * 2], out),
@@ -209,4 +273,83 @@ fn pocket_tensor(f: &PocketFile, name: &str) -> Result<PocketTensor, Error> {
         }
         .into()
     })
+}
+
+impl WeightSource for GgufFile {
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error> {
+        let t = gguf_tensor(self, name)?;
+        if t.dims != [cols as u64, rows as u64] {
+            return Err(shape_error(
+                name,
+                &t.dims.iter().rev().map(|&d| d as usize).collect::<Vec<_>>(),
+                &[rows, cols],
+            ));
+        }
+        Matrix::ggml(
+            name,
+            rows,
+            cols,
+            t.ty,
+            t.data.clone(),
+            self.llama_row_map(name, rows),
+        )
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {
+        let t = gguf_tensor(self, name)?;
+        if t.dims != [len as u64] {
+            return Err(shape_error(
+                name,
+                &t.dims.iter().map(|&d| d as usize).collect::<Vec<_>>(),
+                &[len],
+            ));
+        }
+        let m = Matrix::ggml(name, 1, len, t.ty, t.data.clone(), None)?;
+        let mut v = vec![0.0; len];
+        m.row(0, &mut v);
+        if let Some(map) = self.llama_row_map(name, len) {
+            v = map.iter().map(|&i| v[i as usize]).collect();
+        }
+        Ok(v)
+    }
+}
+
+trait LlamaLayout {
+    fn llama_row_map(&self, hf_name: &str, rows: usize) -> Option<Vec<u32>>;
+}
+
+impl LlamaLayout for GgufFile {
+    /// llama.cpp's converter interleaves the rows of each q/k head for `llama` models.
+    fn llama_row_map(&self, hf_name: &str, rows: usize) -> Option<Vec<u32>> {
+        if self.architecture() != Some("llama")
+            || !(hf_name.contains("self_attn.q_proj") || hf_name.contains("self_attn.k_proj"))
+        {
+            return None;
+        }
+        let spec = pocket_formats::gguf::model::spec(self).ok()?;
+        Some(
+            (0..rows)
+                .map(|r| pocket_formats::gguf::model::llama_qk_row(r, spec.head_dim) as u32)
+                .collect(),
+        )
+    }
+}
+
+fn gguf_tensor<'a>(
+    f: &'a GgufFile,
+    hf: &str,
+) -> Result<&'a pocket_formats::gguf::GgufTensor, Error> {
+    pocket_formats::gguf::model::gguf_name(hf)
+        .and_then(|g| f.tensor(&g))
+        .ok_or_else(|| {
+            pocket_formats::FormatError::MissingTensor {
+                path: f.path.clone(),
+                name: pocket_formats::gguf::model::gguf_name(hf).unwrap_or_else(|| hf.into()),
+            }
+            .into()
+        })
 }

@@ -73,14 +73,6 @@ fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
         &["bench", "whatever"][..],
         &["eval", "ifeval", "x"],
         &["eval", "gsm8k", "x"],
-        &[
-            "export",
-            fx,
-            "-o",
-            "/nonexistent/x.gguf",
-            "--format",
-            "gguf",
-        ],
         &["export", fx, "-o", "/nonexistent/x", "--format", "mnn"],
     ] {
         let out = pocket(args);
@@ -309,4 +301,24 @@ fn not_a_model_and_missing_tokenizer() {
     let (_t, dir) = copy_fixture("qwen2-tiny");
     std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
     assert_clean_error(&dir, &["tokenizer.json"]);
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_crash() {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["inspect", fixture("llama-tiny").to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader (like `head -1`) is gone now.
+    let out = child.wait_with_output().unwrap();
+    assert!(first.starts_with("model"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    assert_eq!(out.status.code(), Some(0));
 }

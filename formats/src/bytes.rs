@@ -14,6 +14,12 @@ pub struct ByteView {
     len: usize,
 }
 
+impl std::fmt::Debug for ByteView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ByteView({} bytes at {})", self.len, self.start)
+    }
+}
+
 impl ByteView {
     /// Maps a whole file read-only.
     pub fn map_file(path: &Path) -> Result<ByteView, FormatError> {

@@ -9,6 +9,7 @@
 pub mod bytes;
 pub mod convert;
 pub mod error;
+pub mod gguf;
 pub mod hf;
 pub mod pocket;
 pub mod quant;

@@ -1,6 +1,7 @@
 //! Where a conversion reads from: an HF checkpoint directory or a `.pocket` file at full
 //! precision. Both give tensors by name as f32, plus the tokenizer, template and defaults.
 
+use crate::gguf::{import as gguf_import, GgufFile};
 use crate::hf::compressed_tensors::{self, CtLinear};
 use crate::hf::tokenizer_config::TOKENIZER;
 use crate::hf::{DType, GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
@@ -18,6 +19,11 @@ pub enum Source {
         ct: BTreeMap<String, CtLinear>,
     },
     Pocket(PocketFile),
+    /// A GGUF file (llama.cpp), with its architecture read into a spec.
+    Gguf {
+        file: GgufFile,
+        spec: ModelSpec,
+    },
 }
 
 /// A tensor as stored in the source.
@@ -38,6 +44,11 @@ impl Source {
         if PocketFile::sniff(path) {
             return Ok(Source::Pocket(PocketFile::open(path)?));
         }
+        if GgufFile::sniff(path) {
+            let file = GgufFile::open(path)?;
+            let spec = crate::gguf::model::spec(&file)?;
+            return Ok(Source::Gguf { file, spec });
+        }
         Err(FormatError::Invalid {
             path: path.to_path_buf(),
             reason: if path.exists() {
@@ -52,6 +63,7 @@ impl Source {
         match self {
             Source::Hf { ckpt: h, .. } => &h.dir,
             Source::Pocket(p) => &p.path,
+            Source::Gguf { file, .. } => &file.path,
         }
     }
 
@@ -59,6 +71,7 @@ impl Source {
         match self {
             Source::Hf { ckpt: h, .. } => &h.spec,
             Source::Pocket(p) => &p.header.spec,
+            Source::Gguf { spec, .. } => spec,
         }
     }
 
@@ -66,6 +79,11 @@ impl Source {
         match self {
             Source::Hf { ckpt: h, .. } => h.generation.clone().unwrap_or_default(),
             Source::Pocket(p) => p.header.generation.clone(),
+            Source::Gguf { spec, .. } => GenerationConfig {
+                bos_token_id: spec.bos_token_id,
+                eos_token_ids: spec.eos_token_ids.clone(),
+                ..Default::default()
+            },
         }
     }
 
@@ -96,6 +114,15 @@ impl Source {
                     name: t.name.clone(),
                     shape: t.shape.clone(),
                     stored: Some(t.dtype),
+                })
+                .collect(),
+            // Types we cannot carry over (Q8_0, K-quants…) are read as f32 and re-encoded.
+            Source::Gguf { file, .. } => gguf_import::tensors(file)
+                .into_iter()
+                .map(|(name, t)| SourceTensor {
+                    name,
+                    shape: t.dims.iter().rev().map(|&d| d as usize).collect(),
+                    stored: Some(gguf_import::carried_type(t.ty).unwrap_or(QuantType::F32)),
                 })
                 .collect(),
         };
@@ -144,6 +171,14 @@ impl Source {
                 }
                 Ok(out)
             }
+            Source::Gguf { file, spec } => {
+                let t =
+                    gguf_import::tensor(file, name).ok_or_else(|| FormatError::MissingTensor {
+                        path: file.path.clone(),
+                        name: name.into(),
+                    })?;
+                Ok(gguf_import::read_f32(file, spec, name, t))
+            }
         }
     }
 
@@ -156,6 +191,14 @@ impl Source {
                 None => h.get(name).map(|t| t.bytes().to_vec()),
             },
             Source::Pocket(p) => p.tensor(name).map(|t| t.data.as_slice().to_vec()),
+            Source::Gguf { file, spec } => {
+                let t = gguf_import::tensor(file, name)?;
+                match gguf_import::q4_bytes(file, spec, name, t) {
+                    Some(r) => r.ok(),
+                    // Dense types: the values re-encode losslessly from f32 (rows reordered).
+                    None => None,
+                }
+            }
         }
     }
 
@@ -167,6 +210,9 @@ impl Source {
                 std::fs::read(&path).map_err(|e| FormatError::io(&path, e))
             }
             Source::Pocket(p) => p.blob(TOKENIZER_BLOB),
+            Source::Gguf { file, .. } => {
+                Ok(crate::gguf::tokenizer::tokenizer_json(file)?.into_bytes())
+            }
         }
     }
 
@@ -183,6 +229,19 @@ impl Source {
                 })
             }
             Source::Pocket(p) => Ok(p.header.tokenizer.clone()),
+            Source::Gguf { file, .. } => {
+                let text = |k: &str| crate::gguf::tokenizer::token_text(file, k);
+                Ok(TokenizerMeta {
+                    bos_token: text("tokenizer.ggml.bos_token_id"),
+                    eos_token: text("tokenizer.ggml.eos_token_id"),
+                    pad_token: text("tokenizer.ggml.padding_token_id"),
+                    unk_token: text("tokenizer.ggml.unknown_token_id"),
+                    chat_template: file
+                        .get("tokenizer.chat_template")
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string),
+                })
+            }
         }
     }
 
@@ -205,6 +264,7 @@ impl Source {
                 v
             }
             Source::Pocket(p) => vec![p.path.clone()],
+            Source::Gguf { file, .. } => vec![file.path.clone()],
         }
     }
 }

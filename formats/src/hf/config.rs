@@ -57,6 +57,11 @@ pub enum RopeScaling {
         high_freq_factor: f64,
         original_max_position_embeddings: usize,
     },
+    /// Inverse frequency `i` divided by `factors[i]` (how GGUF files carry Llama 3 scaling:
+    /// the `rope_freqs.weight` tensor).
+    Factors {
+        factors: Vec<f32>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -32,9 +32,12 @@ impl BlockParams {
     pub fn widen(self) -> Codec {
         let s = self.scale.to_f32();
         let usable = s != 0.0 && s.is_finite();
+        // A zero point of 0 is added as −0.0, which leaves every value bit-identical to the
+        // bare product (x + −0 = x even for x = −0), as in ggml's Q4_0 and symmetric schemes.
+        let z = self.zero.to_f32();
         Codec {
             s,
-            z: self.zero.to_f32(),
+            z: if z == 0.0 { -0.0 } else { z },
             inv: if usable { 1.0 / s } else { 0.0 },
         }
     }

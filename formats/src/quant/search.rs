@@ -62,20 +62,79 @@ fn asym_params(x: &[f32], method: Method) -> BlockParams {
     if method == Method::Rtn || x.len() % LANES != 0 {
         return rtn;
     }
-    let st = Sums::of(x);
-    let mut best = (sq_error(x, rtn), rtn);
+    let mut w = [0.0f32; 128];
+    let w = &mut w[..x.len()];
+    importance(x, w);
+    let w = &*w;
+    let st = Sums::of(x, w);
+    let mut best = (weighted_error(x, w, rtn), rtn);
     // Candidate code-space widths over the block's range: 15 is min/max; smaller widths clip
     // the extremes, which the least-squares refit then pulls back where they help.
-    for step in 0..=12 {
-        let iscale = (10.5 + 0.5 * step as f32) / (max - min);
-        let sums = code_sums(x, |v| (((v - min) * iscale + 0.5) as u32).min(15));
+    for step in 0..=20 {
+        let iscale = (10.5 + 0.3 * step as f32) / (max - min);
+        let sums = code_sums(x, w, |v| (((v - min) * iscale + 0.5) as u32).min(15));
         consider_asym(sums, &st, &mut best);
     }
-    // One refinement: re-encode with the best parameters and refit.
+    // Refinement: re-encode with the best parameters and refit, until it stops improving.
+    for _ in 0..4 {
+        let before = best.0;
+        let c = best.1.widen();
+        let sums = code_sums(x, w, |v| c.encode(v) as u32);
+        consider_asym(sums, &st, &mut best);
+        if best.0 >= before {
+            break;
+        }
+    }
     let c = best.1.widen();
-    let sums = code_sums(x, |v| c.encode(v) as u32);
-    consider_asym(sums, &st, &mut best);
-    best.1
+    let sums = code_sums(x, w, |v| c.encode(v) as u32);
+    dual_exact(best.1, sums, &st).unwrap_or(best.1)
+}
+
+/// The parameters nearest to `p` whose zero point is also exact in ggml's Q4_1 convention
+/// (`w = q·d + m` with f16 `d`, `m`): `m = zero − 8·scale` must be an f16, so that one
+/// quantization serves both formats bit for bit. The offset is chosen on the f16 grid of `m`
+/// (steps of about scale/128, far below the quantization step), by the closed-form error of the
+/// block's current codes.
+fn dual_exact(p: BlockParams, (sl, sl2, slx): (f64, f64, f64), st: &Sums) -> Option<BlockParams> {
+    let s = p.scale.to_f32() as f64;
+    let m_real = p.zero.to_f32() as f64 - 8.0 * s;
+    let m0 = f16::from_f64(m_real);
+    let mut best: Option<(f64, BlockParams)> = None;
+    let mut m = m0;
+    // m0 and its two neighbours on each side.
+    let mut cands = vec![m0];
+    for _ in 0..2 {
+        m = f16::from_bits(m.to_bits().wrapping_add(1));
+        cands.push(m);
+    }
+    m = m0;
+    for _ in 0..2 {
+        m = f16::from_bits(m.to_bits().wrapping_sub(1));
+        cands.push(m);
+    }
+    for m in cands.into_iter().filter(|m| m.is_finite()) {
+        let z = m.to_f64() + 8.0 * s;
+        let zero = f16::from_f64(z);
+        if zero.to_f64() != z || !zero.is_finite() {
+            continue;
+        }
+        let mm = m.to_f64();
+        // Σ(x − s·l − m)² for the current codes l.
+        let err = st.sx2 - 2.0 * s * slx - 2.0 * mm * st.sx
+            + s * s * sl2
+            + 2.0 * s * mm * sl
+            + st.n * mm * mm;
+        if best.is_none_or(|(e, _)| err < e) {
+            best = Some((
+                err,
+                BlockParams {
+                    scale: p.scale,
+                    zero,
+                },
+            ));
+        }
+    }
+    best.map(|(_, p)| p)
 }
 
 const LANES: usize = 8;
@@ -83,24 +142,40 @@ const LANES: usize = 8;
 /// Σl, Σl², Σl·x for the codes `code(x)` gives, in eight lanes so the loop vectorises (the
 /// integer sums are exact; the float sum's order is fixed).
 #[inline]
-fn code_sums(x: &[f32], code: impl Fn(f32) -> u32) -> (f64, f64, f64) {
-    let (mut l1, mut l2, mut lx) = ([0u32; LANES], [0u32; LANES], [0.0f32; LANES]);
-    for xs in x.chunks_exact(LANES) {
+fn code_sums(x: &[f32], w: &[f32], code: impl Fn(f32) -> u32) -> (f64, f64, f64) {
+    let (mut l1, mut l2, mut lx) = ([0.0f32; LANES], [0.0f32; LANES], [0.0f32; LANES]);
+    for (xs, ws) in x.chunks_exact(LANES).zip(w.chunks_exact(LANES)) {
         for i in 0..LANES {
-            let l = code(xs[i]);
-            l1[i] += l;
-            l2[i] += l * l;
-            lx[i] += l as f32 * xs[i];
+            let l = code(xs[i]) as f32;
+            let wl = ws[i] * l;
+            l1[i] += wl;
+            l2[i] += wl * l;
+            lx[i] += wl * xs[i];
         }
     }
-    (
-        l1.iter().sum::<u32>() as f64,
-        l2.iter().sum::<u32>() as f64,
-        lx.iter().map(|&v| v as f64).sum::<f64>(),
-    )
+    let total = |a: [f32; LANES]| a.iter().map(|&v| v as f64).sum::<f64>();
+    (total(l1), total(l2), total(lx))
 }
 
-/// Block sums that do not depend on the codes.
+/// Importance of each weight in the fit: larger magnitudes count more (llama.cpp's
+/// make_qkx2_quants uses the same `rms + |x|` weighting when no activation data exists).
+fn importance(x: &[f32], w: &mut [f32]) {
+    let rms = (x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32).sqrt();
+    for (wi, &v) in w.iter_mut().zip(x) {
+        *wi = rms + v.abs();
+    }
+}
+
+/// Σ w·(x − x̂)² after encoding each value to its nearest code.
+fn weighted_error(x: &[f32], w: &[f32], p: BlockParams) -> f64 {
+    let c = p.widen();
+    x.iter()
+        .zip(w)
+        .map(|(&v, &wi)| wi as f64 * ((c.decode(c.encode(v)) - v) as f64).powi(2))
+        .sum()
+}
+
+/// Weighted block sums that do not depend on the codes.
 struct Sums {
     n: f64,
     sx: f64,
@@ -108,17 +183,16 @@ struct Sums {
 }
 
 impl Sums {
-    fn of(x: &[f32]) -> Sums {
-        let (mut sx, mut sx2) = (0.0f64, 0.0f64);
-        for &v in x {
-            sx += v as f64;
-            sx2 += v as f64 * v as f64;
+    /// Σw, Σw·x, Σw·x².
+    fn of(x: &[f32], w: &[f32]) -> Sums {
+        let (mut n, mut sx, mut sx2) = (0.0f64, 0.0f64, 0.0f64);
+        for (&v, &wi) in x.iter().zip(w) {
+            let (v, wi) = (v as f64, wi as f64);
+            n += wi;
+            sx += wi * v;
+            sx2 += wi * v * v;
         }
-        Sums {
-            n: x.len() as f64,
-            sx,
-            sx2,
-        }
+        Sums { n, sx, sx2 }
     }
 }
 
@@ -209,10 +283,23 @@ mod tests {
                         * 0.05
                 })
                 .collect();
+            let mut w = vec![0.0; 64];
+            importance(&x, &mut w);
             for (i, sym) in [false, true].into_iter().enumerate() {
-                let rtn = sq_error(&x, q4_params(&x, sym, Method::Rtn));
-                let found = sq_error(&x, q4_params(&x, sym, Method::Search));
-                assert!(found <= rtn + 1e-12);
+                let (rp, sp) = (
+                    q4_params(&x, sym, Method::Rtn),
+                    q4_params(&x, sym, Method::Search),
+                );
+                let (rtn, found) = (sq_error(&x, rp), sq_error(&x, sp));
+                if !sym {
+                    // The asymmetric search minimises the importance-weighted error: per block it
+                    // never loses to min/max on that objective.
+                    assert!(
+                        weighted_error(&x, &w, sp) <= weighted_error(&x, &w, rp) * (1.0 + 1e-6)
+                    );
+                } else {
+                    assert!(found <= rtn + 1e-12);
+                }
                 total[i][0] += rtn;
                 total[i][1] += found;
             }

@@ -1,0 +1,320 @@
+//! `pocket run MODEL` with a terminal and no prompt: the interactive chat. Terminal I/O only —
+//! the conversation itself (template, KV cache reuse, fitting the context) is
+//! [`pocket::chat::ChatSession`].
+//!
+//! Answers go to stdout; everything else (banner, notes, stats) to stderr, so `2>/dev/null`
+//! leaves the conversation's text.
+
+mod commands;
+mod editor;
+
+use crate::run::{stats_line, RunArgs};
+use crate::term;
+use anyhow::{bail, Context, Result};
+use pocket::chat::{ChatSession, ChatSettings, Transcript, Turn};
+use pocket::generate::{Control, FinishReason};
+use pocket::loader::LoadedModel;
+use rustyline::error::ReadlineError;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use commands::{ChatCommand, Input, HELP, SETTINGS};
+use editor::{default_history_path, join_continuations, new_editor, ChatEditor};
+
+pub fn main(
+    args: &RunArgs,
+    m: &LoadedModel,
+    settings: ChatSettings,
+    ctx: usize,
+) -> Result<ExitCode> {
+    if !args.raw && m.template.is_none() {
+        bail!(
+            "{}: the model has no chat template (a base model?): chat with --raw, or use -p TEXT --raw",
+            m.path.display()
+        );
+    }
+    let mut session = ChatSession::new(m, ctx, settings);
+    session.set_raw(args.raw);
+    session.set_system(args.system.clone());
+
+    // Ctrl-C while an answer streams (the terminal is in cooked mode, so it is a SIGINT)
+    // raises this flag, and the generation callback stops at the next token. At the prompt the
+    // line editor reads Ctrl-C as a key instead.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = interrupted.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
+        .context("installing the Ctrl-C handler")?;
+
+    let mut chat = Chat {
+        ui: Ui::new(),
+        editor: new_editor().context("starting the line editor")?,
+        history: history_file(args),
+        interrupted,
+        token_delay: Duration::from_millis(args.debug_token_delay_ms),
+        last: None,
+    };
+    chat.load_history();
+    let (_, capacity) = session.context();
+    eprintln!(
+        "pocket · {} · context {capacity} tokens · /help for commands, Ctrl-D to leave",
+        m.path.display()
+    );
+    chat.run(&mut session)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where colours go: only on terminals, and never with NO_COLOR set.
+struct Ui {
+    stdout_styled: bool,
+    stderr_styled: bool,
+    stderr_terminal: bool,
+}
+
+impl Ui {
+    fn new() -> Ui {
+        Ui {
+            stdout_styled: std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none(),
+            stderr_styled: term::stderr_styled(),
+            stderr_terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// A message from the chat itself (not the model), dimmed.
+    fn note(&self, text: &str) {
+        eprintln!("{}", term::dim(text, self.stderr_styled));
+    }
+
+    /// The prompt: raw text for width, styled text to print.
+    fn prompt(&self) -> (String, String) {
+        let raw = "> ".to_string();
+        let styled = if self.stdout_styled {
+            format!("\x1b[1;32m{raw}\x1b[0m")
+        } else {
+            raw.clone()
+        };
+        (raw, styled)
+    }
+}
+
+struct Chat {
+    ui: Ui,
+    editor: ChatEditor,
+    history: Option<PathBuf>,
+    interrupted: Arc<AtomicBool>,
+    token_delay: Duration,
+    /// The last answer's stats line, for `/stats`.
+    last: Option<String>,
+}
+
+impl Chat {
+    fn run(&mut self, session: &mut ChatSession) -> Result<()> {
+        let prompt = self.ui.prompt();
+        loop {
+            let line = match self.editor.readline(&prompt) {
+                Ok(line) => line,
+                Err(ReadlineError::Interrupted) => {
+                    self.ui.note("(Ctrl-D or /exit to leave)");
+                    continue;
+                }
+                Err(ReadlineError::Eof) => return Ok(()),
+                Err(e) => return Err(e).context("reading the terminal"),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            self.remember(&line);
+            match commands::parse(&join_continuations(&line)) {
+                Input::Message(text) => self.answer(session, &text)?,
+                Input::Command(ChatCommand::Exit) => return Ok(()),
+                Input::Command(command) => self.command(session, command),
+                Input::Invalid(why) => self.ui.note(&format!("({why})")),
+            }
+        }
+    }
+
+    fn answer(&mut self, session: &mut ChatSession, text: &str) -> Result<()> {
+        self.interrupted.store(false, Ordering::SeqCst);
+        let mut out = std::io::stdout().lock();
+        let interrupted = &self.interrupted;
+        let delay = self.token_delay;
+        let result = session.turn(text, |piece| {
+            // A closed stdout is not worth aborting an answer for; the chat ends at the next
+            // prompt anyway.
+            let _ = out.write_all(piece.as_bytes());
+            let _ = out.flush();
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+            if interrupted.load(Ordering::SeqCst) {
+                Control::Stop
+            } else {
+                Control::Continue
+            }
+        });
+        let turn = match result {
+            Ok(turn) => turn,
+            Err(e) => {
+                drop(out);
+                self.ui.note(&format!("(error: {e})"));
+                return Ok(());
+            }
+        };
+        writeln!(out).context("writing the answer")?;
+        drop(out);
+        self.after_answer(session, &turn);
+        Ok(())
+    }
+
+    fn after_answer(&mut self, session: &ChatSession, turn: &Turn) {
+        let (used, capacity) = session.context();
+        match turn.generation.finish_reason {
+            FinishReason::Interrupted => self.ui.note("(stopped)"),
+            FinishReason::Context => self.ui.note(&format!(
+                "(the {capacity}-token context is full; the oldest turns will be dropped next time)"
+            )),
+            FinishReason::Stop | FinishReason::Length => {}
+        }
+        if turn.dropped_turns > 0 {
+            self.ui.note(&format!(
+                "(to fit the {capacity}-token context, the oldest {} dropped)",
+                if turn.dropped_turns == 1 {
+                    "turn was".to_string()
+                } else {
+                    format!("{} turns were", turn.dropped_turns)
+                }
+            ));
+        }
+        let stats = stats_line(&turn.generation, turn.reused, used, capacity);
+        if self.ui.stderr_terminal {
+            self.ui.note(&stats);
+        }
+        self.last = Some(stats);
+    }
+
+    fn command(&mut self, session: &mut ChatSession, command: ChatCommand) {
+        let ui = &self.ui;
+        match command {
+            ChatCommand::Help => eprintln!("{HELP}"),
+            ChatCommand::Reset => {
+                session.reset();
+                ui.note("(conversation cleared)");
+            }
+            ChatCommand::System(None) => match session.system() {
+                Some(s) => ui.note(&format!("(system prompt: {s})")),
+                None => ui.note("(no system prompt: /system TEXT sets one)"),
+            },
+            ChatCommand::System(Some(text)) => {
+                session.set_system(Some(text));
+                ui.note("(system prompt set; conversation cleared)");
+            }
+            ChatCommand::Set(None) => ui.note(&settings_summary(&session.settings)),
+            ChatCommand::Set(Some((key, value))) => {
+                match commands::set(&mut session.settings, &key, &value) {
+                    Ok(done) => ui.note(&done),
+                    Err(why) => ui.note(&format!("({why})")),
+                }
+            }
+            ChatCommand::Stats => {
+                let (used, capacity) = session.context();
+                ui.note(&format!(
+                    "({} messages · context {used}/{capacity} · system prompt: {})",
+                    session.messages().len(),
+                    if session.system().is_some() {
+                        "yes"
+                    } else {
+                        "no"
+                    }
+                ));
+                ui.note(self.last.as_deref().unwrap_or("(no answer yet)"));
+                ui.note(&settings_summary(&session.settings));
+            }
+            ChatCommand::Save(path) => match save(session, &path) {
+                Ok(()) => ui.note(&format!(
+                    "(saved {} messages to {})",
+                    session.messages().len(),
+                    path.display()
+                )),
+                Err(e) => ui.note(&format!("(error: {e:#})")),
+            },
+            ChatCommand::Load(path) => match load(session, &path) {
+                Ok(()) => ui.note(&format!(
+                    "(loaded {} messages from {}{})",
+                    session.messages().len(),
+                    path.display(),
+                    if session.system().is_some() {
+                        ", with a system prompt"
+                    } else {
+                        ""
+                    }
+                )),
+                Err(e) => ui.note(&format!("(error: {e:#})")),
+            },
+            ChatCommand::Exit => {}
+        }
+    }
+
+    fn load_history(&mut self) {
+        let Some(path) = &self.history else { return };
+        if path.exists() {
+            if let Err(e) = self.editor.load_history(path) {
+                self.ui
+                    .note(&format!("(history {} not read: {e})", path.display()));
+            }
+        }
+    }
+
+    /// Adds the input to the history and appends it to the file at once, so a crash or a
+    /// second chat loses nothing. A file that cannot be written is reported once.
+    fn remember(&mut self, line: &str) {
+        let _ = self.editor.add_history_entry(line);
+        let Some(path) = &self.history else { return };
+        let written = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
+                .map_err(|e| e.to_string())
+                .and_then(|()| self.editor.append_history(path).map_err(|e| e.to_string())),
+            _ => self.editor.append_history(path).map_err(|e| e.to_string()),
+        };
+        if let Err(e) = written {
+            self.ui.note(&format!(
+                "(history not saved to {}: {e}; use --history FILE or --no-history)",
+                path.display()
+            ));
+            self.history = None;
+        }
+    }
+}
+
+fn history_file(args: &RunArgs) -> Option<PathBuf> {
+    if args.no_history {
+        return None;
+    }
+    args.history.clone().or_else(default_history_path)
+}
+
+fn settings_summary(s: &ChatSettings) -> String {
+    let values: Vec<String> = SETTINGS
+        .iter()
+        .map(|k| format!("{k} {}", commands::show(s, k)))
+        .collect();
+    format!("({})", values.join(" · "))
+}
+
+fn save(session: &ChatSession, path: &Path) -> Result<()> {
+    let json = serde_json::to_string_pretty(&session.transcript())?;
+    std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+fn load(session: &mut ChatSession, path: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let transcript: Transcript = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a saved chat", path.display()))?;
+    session
+        .restore(transcript)
+        .with_context(|| format!("{}: not a saved chat", path.display()))
+}

@@ -1,0 +1,223 @@
+//! The chat's slash commands: parsing what the user typed and changing settings by name. Kept
+//! apart from the terminal loop so every command can be tested without a terminal.
+
+use crate::run::unescape;
+use pocket::chat::ChatSettings;
+use std::path::PathBuf;
+
+pub const HELP: &str = "\
+Type a message and press Enter. End a line with \\ to continue on the next one; pasted text may
+span lines. Start a message with // to send one that begins with /.
+  /help                 this list
+  /reset                start the conversation over (keeps the system prompt and settings)
+  /system TEXT          set the system prompt and start over (/system alone shows it)
+  /set KEY VALUE        change a setting (/set alone lists them): temp, top_k, top_p, min_p,
+                        repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n,
+                        max_tokens, seed, stop (a text that ends answers; `/set stop` clears)
+  /stats                the last answer's speed, context use, and the settings
+  /save FILE            write the conversation (system prompt, messages, settings) as JSON
+  /load FILE            read a conversation written by /save
+  /exit                 leave (or Ctrl-D)
+Ctrl-C stops an answer; at the prompt it clears the line.";
+
+/// The names `/set` accepts, for the list and for completion.
+pub const SETTINGS: [&str; 11] = [
+    "temp",
+    "top_k",
+    "top_p",
+    "min_p",
+    "repeat_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "repeat_last_n",
+    "max_tokens",
+    "seed",
+    "stop",
+];
+
+/// The commands, for completion.
+pub const COMMANDS: [&str; 9] = [
+    "/help", "/reset", "/system", "/set", "/stats", "/save", "/load", "/exit", "/quit",
+];
+
+#[derive(Debug, PartialEq)]
+pub enum ChatCommand {
+    Help,
+    Reset,
+    /// `None`: show the current system prompt.
+    System(Option<String>),
+    /// `None`: list the settings.
+    Set(Option<(String, String)>),
+    Stats,
+    Save(PathBuf),
+    Load(PathBuf),
+    Exit,
+}
+
+/// What one line of input asks for.
+#[derive(Debug, PartialEq)]
+pub enum Input {
+    Message(String),
+    Command(ChatCommand),
+    /// A line starting with `/` that is not a command, or a command missing its argument;
+    /// the text says what is wrong.
+    Invalid(String),
+}
+
+pub fn parse(line: &str) -> Input {
+    let trimmed = line.trim();
+    if let Some(literal) = trimmed.strip_prefix("//") {
+        return Input::Message(format!("/{literal}"));
+    }
+    if !trimmed.starts_with('/') {
+        return Input::Message(trimmed.to_string());
+    }
+    let (name, arg) = match trimmed.split_once(char::is_whitespace) {
+        Some((name, arg)) => (name, arg.trim()),
+        None => (trimmed, ""),
+    };
+    let path = |what: &str| {
+        if arg.is_empty() {
+            Input::Invalid(format!("{name} needs a file name"))
+        } else {
+            Input::Command(match what {
+                "save" => ChatCommand::Save(PathBuf::from(arg)),
+                _ => ChatCommand::Load(PathBuf::from(arg)),
+            })
+        }
+    };
+    match name {
+        "/help" | "/?" => Input::Command(ChatCommand::Help),
+        "/reset" | "/clear" => Input::Command(ChatCommand::Reset),
+        "/system" => Input::Command(ChatCommand::System(
+            (!arg.is_empty()).then(|| arg.to_string()),
+        )),
+        "/set" if arg.is_empty() => Input::Command(ChatCommand::Set(None)),
+        "/set" => {
+            let (key, value) = arg.split_once(char::is_whitespace).unwrap_or((arg, ""));
+            Input::Command(ChatCommand::Set(Some((
+                key.to_string(),
+                value.trim().to_string(),
+            ))))
+        }
+        "/stats" => Input::Command(ChatCommand::Stats),
+        "/save" => path("save"),
+        "/load" => path("load"),
+        "/exit" | "/quit" | "/bye" => Input::Command(ChatCommand::Exit),
+        _ => Input::Invalid(format!(
+            "unknown command {name}: /help lists them (start with // to send a message beginning with /)"
+        )),
+    }
+}
+
+/// Applies `/set KEY VALUE`; returns the confirmation to show, or what is wrong.
+pub fn set(settings: &mut ChatSettings, key: &str, value: &str) -> Result<String, String> {
+    let mut next = settings.clone();
+    let s = &mut next.sampler;
+    let bad = |what: &str| format!("{key}: expected {what}, got {value:?}");
+    let float = || value.parse::<f32>().map_err(|_| bad("a number"));
+    let count = || value.parse::<usize>().map_err(|_| bad("a whole number"));
+    match key {
+        "temp" | "temperature" => s.temperature = float()?,
+        "top_k" => s.top_k = count()?,
+        "top_p" => s.top_p = float()?,
+        "min_p" => s.min_p = float()?,
+        "repeat_penalty" => s.repeat_penalty = float()?,
+        "presence_penalty" => s.presence_penalty = float()?,
+        "frequency_penalty" => s.frequency_penalty = float()?,
+        "repeat_last_n" => s.repeat_last_n = count()?,
+        "seed" => s.seed = value.parse::<u64>().map_err(|_| bad("a whole number"))?,
+        "max_tokens" => match count()? {
+            0 => return Err(bad("at least 1")),
+            n => next.max_tokens = n,
+        },
+        "stop" if value.is_empty() => next.stop.clear(),
+        "stop" => next.stop = vec![unescape(value)],
+        _ => {
+            return Err(format!(
+                "unknown setting {key:?}: one of {}",
+                SETTINGS.join(", ")
+            ))
+        }
+    }
+    next.sampler.validate()?;
+    *settings = next;
+    Ok(match key {
+        "stop" if settings.stop.is_empty() => "(stop strings cleared)".to_string(),
+        _ => format!("({key} = {})", show(settings, key)),
+    })
+}
+
+/// One setting's current value as `/set` would take it.
+pub fn show(settings: &ChatSettings, key: &str) -> String {
+    let s = &settings.sampler;
+    match key {
+        "temp" | "temperature" => s.temperature.to_string(),
+        "top_k" => s.top_k.to_string(),
+        "top_p" => s.top_p.to_string(),
+        "min_p" => s.min_p.to_string(),
+        "repeat_penalty" => s.repeat_penalty.to_string(),
+        "presence_penalty" => s.presence_penalty.to_string(),
+        "frequency_penalty" => s.frequency_penalty.to_string(),
+        "repeat_last_n" => s.repeat_last_n.to_string(),
+        "seed" => s.seed.to_string(),
+        "max_tokens" => settings.max_tokens.to_string(),
+        "stop" => format!("{:?}", settings.stop),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_and_commands_are_told_apart() {
+        assert_eq!(parse("  hello  "), Input::Message("hello".into()));
+        assert_eq!(parse("//json {}"), Input::Message("/json {}".into()));
+        assert_eq!(parse("/reset"), Input::Command(ChatCommand::Reset));
+        assert_eq!(parse("/exit"), Input::Command(ChatCommand::Exit));
+        assert_eq!(
+            parse("/system Be brief.  "),
+            Input::Command(ChatCommand::System(Some("Be brief.".into())))
+        );
+        assert_eq!(parse("/system"), Input::Command(ChatCommand::System(None)));
+        assert_eq!(
+            parse("/set temp 0.7"),
+            Input::Command(ChatCommand::Set(Some(("temp".into(), "0.7".into()))))
+        );
+        assert_eq!(parse("/set"), Input::Command(ChatCommand::Set(None)));
+        assert_eq!(
+            parse("/save my chat.json"),
+            Input::Command(ChatCommand::Save("my chat.json".into()))
+        );
+        assert!(matches!(parse("/load"), Input::Invalid(m) if m.contains("file name")));
+        assert!(matches!(parse("/frob"), Input::Invalid(m) if m.contains("/help")));
+    }
+
+    #[test]
+    fn set_changes_one_setting_and_rejects_bad_values() {
+        let mut s = ChatSettings::default();
+        assert_eq!(set(&mut s, "temp", "0.7").unwrap(), "(temp = 0.7)");
+        assert_eq!(s.sampler.temperature, 0.7);
+        set(&mut s, "max_tokens", "64").unwrap();
+        set(&mut s, "repeat_penalty", "1.1").unwrap();
+        set(&mut s, "seed", "7").unwrap();
+        set(&mut s, "stop", "\\n\\n").unwrap();
+        assert_eq!(
+            (s.max_tokens, s.sampler.repeat_penalty, s.sampler.seed),
+            (64, 1.1, 7)
+        );
+        assert_eq!(s.stop, ["\n\n"]);
+        set(&mut s, "stop", "").unwrap();
+        assert!(s.stop.is_empty());
+        let before = s.clone();
+        assert!(set(&mut s, "temp", "-1").unwrap_err().contains("temp"));
+        assert!(set(&mut s, "top_p", "abc")
+            .unwrap_err()
+            .contains("a number"));
+        assert!(set(&mut s, "max_tokens", "0").is_err());
+        assert!(set(&mut s, "warmth", "1").unwrap_err().contains("temp"));
+        assert_eq!(s, before, "a rejected /set changes nothing");
+    }
+}

@@ -1,0 +1,14 @@
+//! GGUF, the llama.cpp file format: reading (header, metadata, tensor table, ggml block types).
+//! Writing arrives with the GGUF export.
+
+pub mod export;
+pub mod ggml;
+pub mod import;
+pub mod model;
+pub mod quantize;
+pub mod reader;
+pub mod tokenizer;
+pub mod writer;
+
+pub use ggml::GgmlType;
+pub use reader::{GgufFile, GgufTensor, GgufValue};

@@ -1,0 +1,256 @@
+//! GGUF metadata → [`ModelSpec`], and GGUF tensor names ↔ Hugging Face names, for the
+//! `llama`, `qwen2` and `qwen3` architectures as llama.cpp's converter writes them.
+
+use super::reader::{GgufFile, GgufValue};
+use crate::hf::{Family, ModelSpec, RopeConfig, RopeScaling};
+use crate::FormatError;
+
+/// HF name for a GGUF tensor name (`blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`).
+pub fn hf_name(gguf: &str) -> Option<String> {
+    match gguf {
+        "token_embd.weight" => return Some("model.embed_tokens.weight".into()),
+        "output_norm.weight" => return Some("model.norm.weight".into()),
+        "output.weight" => return Some("lm_head.weight".into()),
+        _ => {}
+    }
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (part, kind) = rest.rsplit_once('.')?;
+    let module = match part {
+        "attn_norm" => "input_layernorm",
+        "ffn_norm" => "post_attention_layernorm",
+        "attn_q" => "self_attn.q_proj",
+        "attn_k" => "self_attn.k_proj",
+        "attn_v" => "self_attn.v_proj",
+        "attn_output" => "self_attn.o_proj",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
+        "ffn_gate" => "mlp.gate_proj",
+        "ffn_up" => "mlp.up_proj",
+        "ffn_down" => "mlp.down_proj",
+        _ => return None,
+    };
+    Some(format!("model.layers.{layer}.{module}.{kind}"))
+}
+
+/// GGUF name for an HF tensor name (the inverse of [`hf_name`]).
+pub fn gguf_name(hf: &str) -> Option<String> {
+    match hf {
+        "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
+        "model.norm.weight" => return Some("output_norm.weight".into()),
+        "lm_head.weight" => return Some("output.weight".into()),
+        _ => {}
+    }
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let (module, kind) = rest.rsplit_once('.')?;
+    let part = match module {
+        "input_layernorm" => "attn_norm",
+        "post_attention_layernorm" => "ffn_norm",
+        "self_attn.q_proj" => "attn_q",
+        "self_attn.k_proj" => "attn_k",
+        "self_attn.v_proj" => "attn_v",
+        "self_attn.o_proj" => "attn_output",
+        "self_attn.q_norm" => "attn_q_norm",
+        "self_attn.k_norm" => "attn_k_norm",
+        "mlp.gate_proj" => "ffn_gate",
+        "mlp.up_proj" => "ffn_up",
+        "mlp.down_proj" => "ffn_down",
+        _ => return None,
+    };
+    Some(format!("blk.{layer}.{part}.{kind}"))
+}
+
+/// llama.cpp stores the q and k projections of `llama` models with the rows of each head
+/// interleaved (its RoPE rotates adjacent pairs); HF rotates the two halves of a head. The
+/// GGUF row holding HF row `r` of a projection with heads of `head_dim`.
+pub fn llama_qk_row(r: usize, head_dim: usize) -> usize {
+    let (h, rem) = (r / head_dim, r % head_dim);
+    let half = head_dim / 2;
+    let (j, i) = (rem / half, rem % half);
+    h * head_dim + 2 * i + j
+}
+
+fn invalid(f: &GgufFile, field: &str, reason: String) -> FormatError {
+    FormatError::InvalidField {
+        path: f.path.clone(),
+        field: field.into(),
+        reason,
+    }
+}
+
+pub fn spec(f: &GgufFile) -> Result<ModelSpec, FormatError> {
+    let arch = f.architecture().ok_or_else(|| FormatError::MissingField {
+        path: f.path.clone(),
+        field: "general.architecture".into(),
+    })?;
+    let family = Family::from_model_type(arch).ok_or_else(|| FormatError::UnknownArchitecture {
+        path: f.path.clone(),
+        model_type: arch.into(),
+    })?;
+    let key = |k: &str| format!("{arch}.{k}");
+    let num = |k: &str| -> Result<Option<u64>, FormatError> {
+        match f.get(&key(k)) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                invalid(
+                    f,
+                    &key(k),
+                    format!("expected an integer, got {}", v.summary()),
+                )
+            }),
+        }
+    };
+    let need = |k: &str| -> Result<usize, FormatError> {
+        match num(k)? {
+            Some(v) if v > 0 && v < 1 << 32 => Ok(v as usize),
+            Some(v) => Err(invalid(f, &key(k), format!("{v} is out of range"))),
+            None => Err(FormatError::MissingField {
+                path: f.path.clone(),
+                field: key(k),
+            }),
+        }
+    };
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?;
+    let kv_heads = num("attention.head_count_kv")?
+        .map(|v| v as usize)
+        .unwrap_or(heads);
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(invalid(
+            f,
+            &key("attention.head_count_kv"),
+            format!("{heads} heads cannot share {kv_heads} KV heads"),
+        ));
+    }
+    let head_dim = match num("attention.key_length")? {
+        Some(d) => d as usize,
+        None if hidden % heads == 0 => hidden / heads,
+        None => {
+            return Err(invalid(
+                f,
+                &key("embedding_length"),
+                format!("{hidden} is not divisible by {heads} heads"),
+            ))
+        }
+    };
+    if head_dim == 0 || head_dim % 2 != 0 || head_dim > 1024 {
+        return Err(invalid(
+            f,
+            &key("attention.key_length"),
+            format!("head size {head_dim} is not usable"),
+        ));
+    }
+    let float = |k: &str| f.get(&key(k)).and_then(GgufValue::as_f64);
+    let scaling = match f.get(&key("rope.scaling.type")).and_then(GgufValue::as_str) {
+        _ if f.tensor("rope_freqs.weight").is_some() => {
+            let t = f.tensor("rope_freqs.weight").expect("checked");
+            if t.dims != [head_dim as u64 / 2] {
+                return Err(invalid(
+                    f,
+                    "rope_freqs.weight",
+                    format!("{:?} values for head size {head_dim}", t.dims),
+                ));
+            }
+            let mut factors = vec![0.0f32; head_dim / 2];
+            super::ggml::dequantize(t.ty, t.data.as_slice(), &mut factors);
+            if factors.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+                return Err(invalid(
+                    f,
+                    "rope_freqs.weight",
+                    "factors must be positive".into(),
+                ));
+            }
+            RopeScaling::Factors { factors }
+        }
+        None | Some("none") => RopeScaling::None,
+        Some("linear") => RopeScaling::Linear {
+            factor: float("rope.scaling.factor").unwrap_or(1.0),
+        },
+        Some(other) => {
+            return Err(invalid(
+                f,
+                &key("rope.scaling.type"),
+                format!("`{other}` is not supported"),
+            ))
+        }
+    };
+    let vocab = match f.get("tokenizer.ggml.tokens").and_then(GgufValue::as_array) {
+        Some(t) => t.len(),
+        None => need("vocab_size")?,
+    };
+    let has = |name: &str| f.tensor(name).is_some();
+    let id = |k: &str| {
+        f.get(k)
+            .and_then(GgufValue::as_u64)
+            .and_then(|v| u32::try_from(v).ok())
+    };
+    let mut eos: Vec<u32> = ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"]
+        .iter()
+        .filter_map(|k| id(k))
+        .collect();
+    eos.dedup();
+    Ok(ModelSpec {
+        family,
+        hidden_size: hidden,
+        intermediate_size: need("feed_forward_length")?,
+        num_layers: need("block_count")?,
+        num_heads: heads,
+        num_kv_heads: kv_heads,
+        head_dim,
+        vocab_size: vocab,
+        max_position_embeddings: num("context_length")?.map(|v| v as usize).unwrap_or(2048),
+        rms_norm_eps: float("attention.layer_norm_rms_epsilon").unwrap_or(1e-6),
+        rope: RopeConfig {
+            theta: float("rope.freq_base").unwrap_or(10000.0),
+            scaling,
+        },
+        tie_word_embeddings: !has("output.weight"),
+        qkv_bias: has("blk.0.attn_q.bias"),
+        o_bias: has("blk.0.attn_output.bias"),
+        mlp_bias: has("blk.0.ffn_gate.bias"),
+        qk_norm: has("blk.0.attn_q_norm.weight"),
+        bos_token_id: id("tokenizer.ggml.bos_token_id"),
+        eos_token_ids: eos,
+        dtype: Some(format!(
+            "gguf file_type {}",
+            f.get("general.file_type")
+                .map(|v| v.summary())
+                .unwrap_or_else(|| "?".into())
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for n in [
+            "token_embd.weight",
+            "output.weight",
+            "blk.12.attn_k_norm.weight",
+            "blk.0.attn_q.bias",
+            "blk.3.ffn_down.weight",
+        ] {
+            assert_eq!(gguf_name(&hf_name(n).unwrap()).unwrap(), n);
+        }
+        assert_eq!(
+            hf_name("blk.1.attn_output.weight").unwrap(),
+            "model.layers.1.self_attn.o_proj.weight"
+        );
+        assert!(hf_name("rope_freqs.weight").is_none());
+    }
+
+    #[test]
+    fn llama_permutation_is_a_bijection_per_head() {
+        // head_dim 8: HF rows 0..3 (first half) and 4..7 (second half) interleave in GGUF.
+        let rows: Vec<usize> = (0..8).map(|r| llama_qk_row(r, 8)).collect();
+        assert_eq!(rows, vec![0, 2, 4, 6, 1, 3, 5, 7]);
+        let mut all: Vec<usize> = (0..24).map(|r| llama_qk_row(r, 8)).collect();
+        all.sort();
+        assert_eq!(all, (0..24).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,150 @@
+//! A Hugging Face `tokenizer.json` built from GGUF tokenizer metadata (`tokenizer.ggml.*`), for
+//! byte-level BPE ("gpt2") vocabularies. The pre-tokenizer comes from `tokenizer.ggml.pre`: the
+//! names llama.cpp uses map to the split rules those models were trained with; an unknown name
+//! is refused rather than guessed, since a wrong split silently changes every token id.
+
+use super::reader::{GgufFile, GgufValue};
+use crate::FormatError;
+use serde_json::{json, Value};
+
+const GPT2_PATTERN: &str =
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The pre-tokenizer for a `tokenizer.ggml.pre` value.
+fn pre_tokenizer(pre: &str) -> Option<Value> {
+    let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
+    let split = |pattern: &str| json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false});
+    Some(match pre {
+        // SmolLM / SmolLM2: every digit alone, then GPT-2's byte-level split.
+        "smollm" => {
+            json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]})
+        }
+        "gpt-2" | "gpt2" | "default" => {
+            json!({"type": "Sequence", "pretokenizers": [split(GPT2_PATTERN), byte_level(false)]})
+        }
+        "llama-bpe" | "llama3" => {
+            json!({"type": "Sequence", "pretokenizers": [split(LLAMA3_PATTERN), byte_level(false)]})
+        }
+        "qwen2" => {
+            json!({"type": "Sequence", "pretokenizers": [split(QWEN2_PATTERN), byte_level(false)]})
+        }
+        _ => return None,
+    })
+}
+
+pub const KNOWN_PRE: &str = "smollm, gpt-2, llama-bpe, qwen2";
+
+fn strings<'a>(f: &'a GgufFile, key: &str) -> Result<Vec<&'a str>, FormatError> {
+    let bad = || FormatError::InvalidField {
+        path: f.path.clone(),
+        field: key.into(),
+        reason: "expected an array of strings".into(),
+    };
+    f.get(key)
+        .and_then(GgufValue::as_array)
+        .ok_or_else(bad)?
+        .iter()
+        .map(|v| v.as_str().ok_or_else(bad))
+        .collect()
+}
+
+/// `tokenizer.json` text for the file's vocabulary.
+pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
+    let invalid = |field: &str, reason: String| FormatError::InvalidField {
+        path: f.path.clone(),
+        field: field.into(),
+        reason,
+    };
+    let model = f
+        .get("tokenizer.ggml.model")
+        .and_then(GgufValue::as_str)
+        .unwrap_or("");
+    if model != "gpt2" {
+        return Err(invalid(
+            "tokenizer.ggml.model",
+            format!("`{model}` is not supported (byte-level BPE \"gpt2\" only)"),
+        ));
+    }
+    let pre_name = f
+        .get("tokenizer.ggml.pre")
+        .and_then(GgufValue::as_str)
+        .unwrap_or("default");
+    let pre = pre_tokenizer(pre_name).ok_or_else(|| {
+        invalid(
+            "tokenizer.ggml.pre",
+            format!("`{pre_name}` is not a known pre-tokenizer ({KNOWN_PRE}); refusing to guess"),
+        )
+    })?;
+    let tokens = strings(f, "tokenizer.ggml.tokens")?;
+    let merges = strings(f, "tokenizer.ggml.merges")?;
+    let types: Vec<u64> = match f
+        .get("tokenizer.ggml.token_type")
+        .and_then(GgufValue::as_array)
+    {
+        Some(a) if a.len() == tokens.len() => a.iter().map(|v| v.as_u64().unwrap_or(1)).collect(),
+        Some(a) => {
+            return Err(invalid(
+                "tokenizer.ggml.token_type",
+                format!("{} entries for {} tokens", a.len(), tokens.len()),
+            ))
+        }
+        None => vec![1; tokens.len()],
+    };
+    let mut vocab = serde_json::Map::with_capacity(tokens.len());
+    let mut added = Vec::new();
+    for (id, (&tok, &ty)) in tokens.iter().zip(&types).enumerate() {
+        vocab.insert(tok.to_string(), json!(id));
+        // 3 = control, 4 = user-defined: matched whole before BPE, as HF's added tokens are.
+        if ty == 3 || ty == 4 {
+            added.push(json!({"id": id, "content": tok, "single_word": false, "lstrip": false, "rstrip": false,
+                              "normalized": ty == 4, "special": ty == 3}));
+        }
+    }
+    let id = |k: &str| f.get(k).and_then(GgufValue::as_u64);
+    let post = match (
+        f.get("tokenizer.ggml.add_bos_token")
+            .and_then(GgufValue::as_bool),
+        id("tokenizer.ggml.bos_token_id"),
+    ) {
+        (Some(true), Some(bos)) => {
+            let bos_tok = tokens.get(bos as usize).ok_or_else(|| {
+                invalid(
+                    "tokenizer.ggml.bos_token_id",
+                    format!("{bos} is not a token id"),
+                )
+            })?;
+            json!({"type": "TemplateProcessing",
+                   "single": [{"SpecialToken": {"id": bos_tok, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                   "pair": [{"SpecialToken": {"id": bos_tok, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                            {"SpecialToken": {"id": bos_tok, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                   "special_tokens": {bos_tok.to_string(): {"id": bos_tok, "ids": [bos], "tokens": [bos_tok]}}})
+        }
+        _ => Value::Null,
+    };
+    let tj = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": pre,
+        "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                  "vocab": vocab, "merges": merges},
+    });
+    Ok(tj.to_string())
+}
+
+/// The text of a special token id (`tokenizer.ggml.bos_token_id` etc.).
+pub fn token_text(f: &GgufFile, key: &str) -> Option<String> {
+    let id = f.get(key)?.as_u64()? as usize;
+    f.get("tokenizer.ggml.tokens")?
+        .as_array()?
+        .get(id)?
+        .as_str()
+        .map(str::to_string)
+}

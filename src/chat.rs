@@ -1,0 +1,280 @@
+//! A multi-turn conversation over one KV cache: the state behind `pocket run`'s chat, free of
+//! any terminal code so it can be tested and reused.
+//!
+//! Each turn re-renders the whole conversation through the chat template and runs only the
+//! tokens after the longest prefix shared with what the cache already holds. Re-rendering
+//! (rather than appending tokens) keeps the prompt exactly what the template would produce
+//! from scratch, so an answer does not depend on whether the cache was reused; the shared
+//! prefix makes that cheap.
+
+use crate::chat_template::Message;
+use crate::generate::{generate_text, Control, Generation, StopAt};
+use crate::loader::LoadedModel;
+use crate::model::State;
+use crate::sampler::{Sampler, SamplerConfig};
+use crate::Error;
+use serde::{Deserialize, Serialize};
+
+/// Settings a user can change during a chat; saved with the conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChatSettings {
+    #[serde(flatten)]
+    pub sampler: SamplerConfig,
+    /// Most tokens per answer.
+    pub max_tokens: usize,
+    /// Texts that end an answer (not shown, not kept).
+    pub stop: Vec<String>,
+}
+
+impl Default for ChatSettings {
+    fn default() -> Self {
+        ChatSettings {
+            sampler: SamplerConfig::default(),
+            max_tokens: 512,
+            stop: Vec::new(),
+        }
+    }
+}
+
+/// A conversation as saved by `/save` and read by `/load`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Transcript {
+    pub system: Option<String>,
+    /// User and assistant messages in order (the system prompt is kept apart).
+    pub messages: Vec<Message>,
+    pub settings: ChatSettings,
+}
+
+/// What one turn did.
+#[derive(Debug)]
+pub struct Turn {
+    pub generation: Generation,
+    /// The answer as kept in the conversation (cut before a stop string).
+    pub text: String,
+    /// Prompt tokens run this turn (= `generation.prefill_tokens`).
+    pub prefilled: usize,
+    /// Prompt tokens taken from the KV cache instead of being run again.
+    pub reused: usize,
+    /// Oldest turns dropped so the conversation fits the context.
+    pub dropped_turns: usize,
+    /// Positions in the KV cache after the answer.
+    pub context_used: usize,
+}
+
+pub struct ChatSession<'m> {
+    model: &'m LoadedModel,
+    system: Option<String>,
+    messages: Vec<Message>,
+    pub settings: ChatSettings,
+    /// Plain-text continuation for base models: the messages are concatenated, no template.
+    raw: bool,
+    state: State,
+    /// The token ids whose keys and values are in `state.cache`, position by position.
+    cached: Vec<u32>,
+}
+
+impl<'m> ChatSession<'m> {
+    /// A conversation with room for `context` positions (at most the model's maximum).
+    pub fn new(model: &'m LoadedModel, context: usize, settings: ChatSettings) -> ChatSession<'m> {
+        let context = context.min(model.model.spec.max_position_embeddings).max(1);
+        ChatSession {
+            model,
+            system: None,
+            messages: Vec::new(),
+            settings,
+            raw: false,
+            state: model.model.new_state(context),
+            cached: Vec::new(),
+        }
+    }
+
+    /// Base-model mode: each turn continues the plain text of everything so far.
+    pub fn set_raw(&mut self, raw: bool) {
+        self.raw = raw;
+    }
+
+    /// Sets (or clears) the system prompt and starts the conversation over: earlier answers
+    /// were written under the old one.
+    pub fn set_system(&mut self, system: Option<String>) {
+        self.system = system;
+        self.reset();
+    }
+
+    pub fn system(&self) -> Option<&str> {
+        self.system.as_deref()
+    }
+
+    /// Forgets the messages, keeps the system prompt and settings. The KV cache is kept: the
+    /// next turn reuses whatever prefix (e.g. the system prompt) still matches.
+    pub fn reset(&mut self) {
+        self.messages.clear();
+    }
+
+    /// User and assistant messages so far.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Context positions in use (the KV cache) and available in all.
+    pub fn context(&self) -> (usize, usize) {
+        (self.state.cache.len(), self.state.cache.capacity())
+    }
+
+    pub fn transcript(&self) -> Transcript {
+        Transcript {
+            system: self.system.clone(),
+            messages: self.messages.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+
+    /// Replaces the conversation and settings with a saved one. A leading system message is
+    /// taken as the system prompt; other roles must be `user` or `assistant`.
+    pub fn restore(&mut self, t: Transcript) -> Result<(), Error> {
+        t.settings.sampler.validate().map_err(Error::Invalid)?;
+        let mut system = t.system;
+        let mut messages = t.messages;
+        if system.is_none() && messages.first().is_some_and(|m| m.role == "system") {
+            system = Some(messages.remove(0).content);
+        }
+        if let Some(m) = messages
+            .iter()
+            .find(|m| m.role != "user" && m.role != "assistant")
+        {
+            return Err(Error::Invalid(format!(
+                "message role {:?}: expected \"user\" or \"assistant\"",
+                m.role
+            )));
+        }
+        self.system = system;
+        self.messages = messages;
+        self.settings = t.settings;
+        Ok(())
+    }
+
+    /// Adds `user` and answers it, streaming the answer through `on_text` (return
+    /// [`Control::Stop`] to interrupt; the partial answer is kept). On error the conversation
+    /// is as it was before the call.
+    pub fn turn(
+        &mut self,
+        user: &str,
+        on_text: impl FnMut(&str) -> Control,
+    ) -> Result<Turn, Error> {
+        self.messages.push(Message::new("user", user));
+        let before = self.messages.clone();
+        let (ids, dropped_turns) = match self.fit_context() {
+            Ok(fit) => fit,
+            Err(e) => {
+                self.messages = before;
+                self.messages.pop();
+                return Err(e);
+            }
+        };
+        // At least one token must run to get logits for the first answer token.
+        let reused = common_prefix(&self.cached, &ids).min(ids.len() - 1);
+        self.state.cache.truncate(reused);
+        self.cached.truncate(reused);
+        // A fresh sampler per turn: the same conversation and settings give the same answer,
+        // whether it was typed, loaded, or replayed with an empty cache.
+        let mut sampler = Sampler::new(self.settings.sampler.clone());
+        sampler.set_history(&ids[..reused]);
+        let stop = StopAt {
+            ids: &self.model.stop_ids,
+            strings: &self.settings.stop,
+            max_tokens: self.settings.max_tokens.max(1),
+        };
+        let result = generate_text(
+            &self.model.model,
+            &self.model.tokenizer,
+            &mut self.state,
+            &ids[reused..],
+            &mut sampler,
+            &stop,
+            on_text,
+        );
+        let out = match result {
+            Ok(out) => out,
+            Err(e) => {
+                // The cache may hold part of this turn: forget it rather than trust it.
+                self.state.cache.truncate(reused);
+                self.messages = before;
+                self.messages.pop();
+                return Err(e);
+            }
+        };
+        self.messages.push(Message::new("assistant", &out.text));
+        self.cached = ids;
+        self.cached.extend(&out.generation.tokens);
+        self.cached.truncate(self.state.cache.len());
+        Ok(Turn {
+            prefilled: out.generation.prefill_tokens,
+            reused,
+            dropped_turns,
+            context_used: self.state.cache.len(),
+            text: out.text,
+            generation: out.generation,
+        })
+    }
+
+    /// The prompt ids of the conversation so far, ready for an answer.
+    pub fn prompt_ids(&self) -> Result<Vec<u32>, Error> {
+        if self.raw {
+            let mut text = self.system.clone().unwrap_or_default();
+            for m in &self.messages {
+                text.push_str(&m.content);
+            }
+            return self.model.tokenizer.encode(&text, true);
+        }
+        let mut all = Vec::with_capacity(self.messages.len() + 1);
+        if let Some(s) = &self.system {
+            all.push(Message::new("system", s));
+        }
+        all.extend(self.messages.iter().cloned());
+        self.model.encode_chat(&all, true)
+    }
+
+    /// Drops the oldest turns until the prompt leaves room for an answer; the system prompt
+    /// and the newest user message always stay, and whole turns go, never half of one.
+    fn fit_context(&mut self) -> Result<(Vec<u32>, usize), Error> {
+        let capacity = self.state.cache.capacity();
+        // Room kept for the answer: its budget, but at most half the context so a long
+        // budget does not empty a short context.
+        let reserve = self.settings.max_tokens.min(capacity / 2);
+        let mut dropped = 0;
+        loop {
+            let ids = self.prompt_ids()?;
+            if ids.is_empty() {
+                return Err(Error::Invalid("the prompt has no tokens".into()));
+            }
+            if ids.len() + reserve <= capacity {
+                return Ok((ids, dropped));
+            }
+            // The oldest turn runs from index 0 to the next user message; the newest message
+            // is a user message, so it is never part of the oldest turn.
+            let next_user = self.messages[1..]
+                .iter()
+                .position(|m| m.role == "user")
+                .map(|i| i + 1);
+            match next_user {
+                Some(i) => {
+                    self.messages.drain(..i);
+                    dropped += 1;
+                }
+                _ if ids.len() < capacity => return Ok((ids, dropped)),
+                _ => {
+                    return Err(Error::Invalid(format!(
+                        "the message needs {} tokens with the system prompt, but the context \
+                         holds {capacity}: shorten it or raise --ctx",
+                        ids.len()
+                    )))
+                }
+            }
+        }
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

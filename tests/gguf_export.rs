@@ -1,0 +1,206 @@
+//! `pocket export --format gguf`: what llama.cpp needs to find, checked by reading the file back
+//! and running it against transformers' reference; and our Q4 carried into Q4_0/Q4_1 unchanged.
+//! (The comparison with llama.cpp itself is scripts/check-gguf-llamacpp.sh.)
+
+use pocket::loader::{LoadedModel, ModelFile};
+use pocket::weights::WeightSource;
+use pocket_formats::gguf::{GgmlType, GgufFile};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn pocket(args: &[&str]) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
+}
+
+fn max_logit_error(path: &Path, reference: &Value) -> f32 {
+    let m = LoadedModel::open(path).unwrap();
+    let ids: Vec<u32> = reference["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    let mut st = m.model.new_state(64);
+    let mut worst = 0.0f32;
+    for (pos, &t) in ids.iter().enumerate() {
+        let got = m.model.step(&mut st, t, true).unwrap().unwrap();
+        for (a, b) in got.iter().zip(reference["values"][pos].as_array().unwrap()) {
+            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
+        }
+    }
+    worst
+}
+
+#[test]
+fn f32_export_of_each_family_matches_transformers() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["llama-tiny", "qwen2-tiny", "qwen3-tiny"] {
+        let src = root().join("fixtures/tiny").join(name);
+        let out = tmp.path().join(format!("{name}.gguf"));
+        pocket(&[
+            "export",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--format",
+            "gguf",
+            "--quant",
+            "f32",
+            "--json",
+        ]);
+        let g = GgufFile::open(&out).unwrap();
+        let arch = &name[..name.find('-').unwrap()];
+        assert_eq!(g.architecture(), Some(arch));
+        for key in [
+            "context_length",
+            "embedding_length",
+            "block_count",
+            "feed_forward_length",
+            "attention.head_count",
+            "attention.head_count_kv",
+            "rope.freq_base",
+            "attention.layer_norm_rms_epsilon",
+        ] {
+            assert!(
+                g.get(&format!("{arch}.{key}")).is_some(),
+                "{name}: {arch}.{key}"
+            );
+        }
+        for key in [
+            "tokenizer.ggml.model",
+            "tokenizer.ggml.pre",
+            "tokenizer.ggml.tokens",
+            "tokenizer.ggml.token_type",
+            "tokenizer.ggml.merges",
+            "tokenizer.ggml.eos_token_id",
+            "tokenizer.chat_template",
+        ] {
+            assert!(g.get(key).is_some(), "{name}: {key}");
+        }
+        assert_eq!(
+            g.tensor("output.weight").is_some(),
+            name == "llama-tiny",
+            "{name}: untied head only for llama-tiny"
+        );
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(src.join("reference.json")).unwrap())
+                .unwrap();
+        let worst = max_logit_error(&out, &r["logits"]);
+        assert!(worst < 1e-4, "{name}: max logit error {worst}");
+        // Tokenizer rebuilt from tokenizer.ggml.* gives the HF ids.
+        let m = LoadedModel::open(&out).unwrap();
+        for case in r["tokenize"].as_array().unwrap() {
+            let ids: Vec<u32> = case["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            assert_eq!(
+                m.tokenizer
+                    .encode(case["text"].as_str().unwrap(), false)
+                    .unwrap(),
+                ids,
+                "{name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pocket_q4_carries_into_q4_0_and_q4_1_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/tiny/qwen3-tiny");
+    for (flags, gguf_quant, ty) in [
+        (&["--sym", "--block", "32"][..], "q4_0", GgmlType::Q4_0),
+        (&["--block", "64"][..], "q4_1", GgmlType::Q4_1),
+    ] {
+        let pk = tmp.path().join(format!("{gguf_quant}.pocket"));
+        let mut args = vec![
+            "quantize",
+            src.to_str().unwrap(),
+            "-o",
+            pk.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(flags);
+        pocket(&args);
+        let out = tmp.path().join(format!("{gguf_quant}.gguf"));
+        let report = pocket(&[
+            "export",
+            pk.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--format",
+            "gguf",
+            "--quant",
+            gguf_quant,
+            "--json",
+        ]);
+        let (mut carried, mut inexact) = (0, 0);
+        for t in report["report"]["tensors"].as_array().unwrap() {
+            carried += t["carried_blocks"].as_u64().unwrap();
+            inexact += t["inexact_blocks"].as_u64().unwrap();
+        }
+        eprintln!("{gguf_quant}: {carried} blocks carried, {inexact} re-quantized");
+        assert!(carried > 0);
+        // Symmetric blocks always carry; asymmetric ones do because the quantizer picks zero
+        // points exact in both conventions (search.rs, dual_exact).
+        assert_eq!(inexact, 0, "{gguf_quant}: every block carries");
+        // Every carried tensor dequantizes identically from both files (inexact blocks aside).
+        let (g, p) = (
+            GgufFile::open(&out).unwrap(),
+            LoadedModel::open(&pk).unwrap(),
+        );
+        let ModelFile::Pocket(pf) = &p.file else {
+            panic!()
+        };
+        let (mut differing, mut blocks) = (0, 0);
+        for layer in 0..3 {
+            for (proj, rows, cols) in [
+                ("self_attn.q_proj", 128, 64),
+                ("mlp.down_proj", 64, 128),
+                ("mlp.gate_proj", 128, 64),
+            ] {
+                let name = format!("model.layers.{layer}.{proj}.weight");
+                let (a, b) = (
+                    g.matrix(&name, rows, cols).unwrap(),
+                    pf.matrix(&name, rows, cols).unwrap(),
+                );
+                assert_eq!(a.type_name(), ty.name());
+                let (mut x, mut y) = (vec![0.0; cols], vec![0.0; cols]);
+                for r in 0..rows {
+                    a.row(r, &mut x);
+                    b.row(r, &mut y);
+                    for s in 0..cols / 32 {
+                        blocks += 1;
+                        differing += usize::from(
+                            x[s * 32..][..32]
+                                .iter()
+                                .zip(&y[s * 32..][..32])
+                                .any(|(p, q)| p.to_bits() != q.to_bits()),
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            differing as u64 <= inexact,
+            "{gguf_quant}: {differing} of {blocks} blocks differ, {inexact} reported"
+        );
+    }
+}

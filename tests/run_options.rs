@@ -1,0 +1,200 @@
+//! `pocket run` one-shot options as scripts use them: seeds reproduce, penalties and stop
+//! strings change the answer the documented way, and piped output is plain text.
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tiny")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn pocket(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .output()
+        .expect("run pocket")
+}
+
+fn run_json(extra: &[&str]) -> Value {
+    let model = fixture("qwen2-tiny");
+    let mut args = vec!["run", &model, "-p", "Write a poem.", "--json"];
+    args.extend_from_slice(extra);
+    let out = pocket(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn same_seed_and_settings_give_the_same_output() {
+    let sampled = ["--temp", "0.9", "--top-p", "0.95", "-n", "30"];
+    let a = run_json(&[&sampled[..], &["--seed", "42"]].concat());
+    let b = run_json(&[&sampled[..], &["--seed", "42"]].concat());
+    assert_eq!(a["generated_ids"], b["generated_ids"]);
+    assert_eq!(a["text"], b["text"]);
+    let c = run_json(&[&sampled[..], &["--seed", "43"]].concat());
+    assert_ne!(a["generated_ids"], c["generated_ids"]);
+}
+
+#[test]
+fn repeat_penalty_reduces_repetition() {
+    let ids = |v: &Value| -> Vec<u64> {
+        v["generated_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    let repeats = |ids: &[u64]| ids.windows(2).filter(|w| w[0] == w[1]).count();
+    let distinct = |ids: &[u64]| {
+        let mut v = ids.to_vec();
+        v.sort();
+        v.dedup();
+        v.len()
+    };
+    let plain = ids(&run_json(&["--temp", "0", "-n", "60"]));
+    let penalized = ids(&run_json(&[
+        "--temp",
+        "0",
+        "-n",
+        "60",
+        "--repeat-penalty",
+        "1.5",
+        "--frequency-penalty",
+        "0.5",
+    ]));
+    assert_ne!(plain, penalized);
+    assert!(
+        repeats(&penalized) < repeats(&plain) && distinct(&penalized) > distinct(&plain),
+        "plain {plain:?}\npenalized {penalized:?}"
+    );
+}
+
+#[test]
+fn stop_string_ends_the_answer_before_it() {
+    let full = run_json(&["--temp", "0", "-n", "40"]);
+    let text = full["text"].as_str().unwrap();
+    let chars: Vec<char> = text.chars().collect();
+    assert!(chars.len() > 10, "{text:?}");
+    let stop: String = chars[6..9].iter().collect();
+    let cut = run_json(&["--temp", "0", "-n", "40", "--stop", &stop]);
+    assert_eq!(cut["text"], text[..text.find(&stop).unwrap()]);
+    assert_eq!(cut["finish_reason"], "stop");
+
+    // Streaming to a pipe: the same text, no stop string, no colours.
+    let model = fixture("qwen2-tiny");
+    let out = pocket(&[
+        "run",
+        &model,
+        "-p",
+        "Write a poem.",
+        "--temp",
+        "0",
+        "-n",
+        "40",
+        "--stop",
+        &stop,
+    ]);
+    assert!(out.status.success());
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(shown.trim_end_matches('\n'), cut["text"].as_str().unwrap());
+    assert!(!shown.contains('\x1b'));
+    assert!(
+        out.stderr.is_empty(),
+        "no stats when stderr is not a terminal"
+    );
+}
+
+#[test]
+fn json_fields_are_unchanged() {
+    let j = run_json(&["-n", "5"]);
+    let mut keys: Vec<&str> = j.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "finish_reason",
+            "generated_ids",
+            "generated_tokens",
+            "model",
+            "prompt_ids",
+            "prompt_tokens",
+            "text",
+            "timings"
+        ]
+    );
+    let mut timings: Vec<&str> = j["timings"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    timings.sort();
+    assert_eq!(
+        timings,
+        [
+            "decode_ms",
+            "decode_tok_per_s",
+            "prefill_ms",
+            "prefill_tok_per_s"
+        ]
+    );
+}
+
+#[test]
+fn stdin_is_the_prompt_and_bad_options_are_usage_errors() {
+    let model = fixture("qwen3-tiny");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["run", &model, "--json", "-n", "3", "--temp", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Hello from stdin\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_flag = {
+        let o = pocket(&[
+            "run",
+            &model,
+            "-p",
+            "Hello from stdin",
+            "--json",
+            "-n",
+            "3",
+            "--temp",
+            "0",
+        ]);
+        serde_json::from_slice::<Value>(&o.stdout).unwrap()
+    };
+    assert_eq!(j["prompt_ids"], by_flag["prompt_ids"]);
+
+    for bad in [
+        &["--stop", ""][..],
+        &["--max-tokens", "0"],
+        &["--history", "h", "--no-history"],
+    ] {
+        let mut args = vec!["run", &model, "-p", "hi"];
+        args.extend_from_slice(bad);
+        assert_eq!(pocket(&args).status.code(), Some(2), "{bad:?}");
+    }
+    let out = pocket(&["run", &model, "-p", "hi", "--temp=-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--temp"));
+}
