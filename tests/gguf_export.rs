@@ -6,12 +6,11 @@ use pocket::loader::{LoadedModel, ModelFile};
 use pocket::weights::WeightSource;
 use pocket_formats::gguf::{GgmlType, GgufFile};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+
 use std::process::Command;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::root;
 
 fn pocket(args: &[&str]) -> Value {
     let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
@@ -24,25 +23,6 @@ fn pocket(args: &[&str]) -> Value {
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
-}
-
-fn max_logit_error(path: &Path, reference: &Value) -> f32 {
-    let m = LoadedModel::open(path).unwrap();
-    let ids: Vec<u32> = reference["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .collect();
-    let mut st = m.model.new_state(64);
-    let mut worst = 0.0f32;
-    for (pos, &t) in ids.iter().enumerate() {
-        let got = m.model.step(&mut st, t, true).unwrap().unwrap();
-        for (a, b) in got.iter().zip(reference["values"][pos].as_array().unwrap()) {
-            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
-        }
-    }
-    worst
 }
 
 #[test]
@@ -99,7 +79,7 @@ fn f32_export_of_each_family_matches_transformers() {
         let r: Value =
             serde_json::from_str(&std::fs::read_to_string(src.join("reference.json")).unwrap())
                 .unwrap();
-        let worst = max_logit_error(&out, &r["logits"]);
+        let worst = common::max_logit_error(&LoadedModel::open(&out).unwrap(), &r["logits"]);
         assert!(worst < 1e-4, "{name}: max logit error {worst}");
         // Tokenizer rebuilt from tokenizer.ggml.* gives the HF ids.
         let m = LoadedModel::open(&out).unwrap();

@@ -8,12 +8,10 @@ use pocket::weights::Matrix;
 use pocket_formats::gguf::GgufFile;
 use pocket_formats::hf::SafetensorsFile;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::Command;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{ids, max_logit_error, root};
 
 #[test]
 fn every_ggml_type_dequantizes_like_gguf_py() {
@@ -47,32 +45,13 @@ fn reference() -> Value {
     .unwrap()
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 #[test]
 fn converted_llama_matches_transformers() {
     let m = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
     assert!(matches!(m.file, ModelFile::Gguf(..)));
     let r = reference();
     // Logits: q/k un-permuted, llama3 RoPE from rope_freqs, untied head.
-    let tokens = ids(&r["logits"]["ids"]);
-    let mut st = m.model.new_state(64);
-    let mut worst = 0.0f32;
-    for (pos, &t) in tokens.iter().enumerate() {
-        let got = m.model.step(&mut st, t, true).unwrap().unwrap();
-        for (a, b) in got
-            .iter()
-            .zip(r["logits"]["values"][pos].as_array().unwrap())
-        {
-            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
-        }
-    }
+    let worst = max_logit_error(&m, &r["logits"]);
     assert!(worst < 1e-4, "max logit error {worst}");
     // Tokenizer built from tokenizer.ggml.* equals the HF tokenizer.json's ids.
     for case in r["tokenize"].as_array().unwrap() {

@@ -9,6 +9,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::max_logit_error;
+
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/qat")
@@ -48,24 +51,6 @@ fn weights(m: &LoadedModel, name: &str, rows: usize, cols: usize) -> Vec<f32> {
         mat.row(r, row);
     }
     out
-}
-
-fn max_logit_error(m: &LoadedModel, logits: &Value) -> f32 {
-    let ids: Vec<u32> = logits["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .collect();
-    let mut st = m.model.new_state(64);
-    let mut worst = 0.0f32;
-    for (pos, &t) in ids.iter().enumerate() {
-        let got = m.model.step(&mut st, t, true).unwrap().unwrap();
-        for (a, b) in got.iter().zip(logits["values"][pos].as_array().unwrap()) {
-            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
-        }
-    }
-    worst
 }
 
 #[test]

@@ -1,0 +1,42 @@
+//! Helpers shared by the integration tests: fixture paths, token-id lists from reference JSON,
+//! and the logit comparison every "equals the reference" test makes.
+#![allow(dead_code)] // each test binary uses a subset
+
+use pocket::loader::LoadedModel;
+use serde_json::Value;
+use std::path::PathBuf;
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A JSON array of token ids.
+pub fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("an array of ids")
+        .iter()
+        .map(|x| x.as_u64().expect("an id") as u32)
+        .collect()
+}
+
+pub fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("reference file"))
+        .expect("valid JSON")
+}
+
+/// Runs `logits.ids` one token at a time and returns the largest absolute difference from
+/// `logits.values` (one row of vocabulary logits per position).
+pub fn max_logit_error(m: &LoadedModel, logits: &Value) -> f32 {
+    let tokens = ids(&logits["ids"]);
+    let mut state = m.model.new_state(tokens.len().max(1));
+    let mut worst = 0.0f32;
+    for (pos, &t) in tokens.iter().enumerate() {
+        let got = m.model.step(&mut state, t, true).unwrap().unwrap();
+        let want = logits["values"][pos].as_array().expect("a row of logits");
+        assert_eq!(got.len(), want.len());
+        for (a, b) in got.iter().zip(want) {
+            worst = worst.max((a - b.as_f64().unwrap() as f32).abs());
+        }
+    }
+    worst
+}
