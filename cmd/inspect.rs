@@ -1,7 +1,7 @@
 //! `pocket inspect`: what a model file holds, for people (text) and scripts (`--json`).
 
 use crate::term::thousands;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use pocket::loader::{LoadedModel, ModelFile};
 use serde_json::json;
@@ -22,10 +22,64 @@ pub struct InspectArgs {
     /// Check every tensor's checksum (.pocket files); exit 1 if any is damaged
     #[arg(long)]
     pub verify: bool,
+    /// Write one tensor's values, dequantized to little-endian f32 in the file's own element
+    /// order, to the file given by --to (GGUF names for GGUF files; for cross-checking
+    /// with other tools such as gguf-py)
+    #[arg(long, value_name = "TENSOR", requires = "to")]
+    pub dump: Option<String>,
+    /// Output file for --dump
+    #[arg(long, value_name = "FILE")]
+    pub to: Option<PathBuf>,
+}
+
+/// `--dump`: a tensor's values as raw f32, in stored order.
+fn dump(m: &LoadedModel, name: &str, to: &std::path::Path) -> Result<ExitCode> {
+    let values: Vec<f32> = match &m.file {
+        ModelFile::Gguf(g, _) => {
+            let t = g
+                .tensor(name)
+                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", m.path.display()))?;
+            let mut v = vec![0.0f32; t.numel() as usize];
+            pocket_formats::gguf::ggml::dequantize(t.ty, t.data.as_slice(), &mut v);
+            v
+        }
+        ModelFile::Pocket(p) => {
+            use pocket::weights::WeightSource;
+            let t = p
+                .tensor(name)
+                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", m.path.display()))?;
+            let (rows, cols) = t.entry.matrix_shape().unwrap_or((1, 0));
+            let mat = if t.entry.shape.len() == 1 {
+                None
+            } else {
+                Some(p.matrix(name, rows, cols)?)
+            };
+            match mat {
+                Some(mat) => {
+                    let mut v = vec![0.0f32; rows * cols];
+                    v.chunks_exact_mut(cols)
+                        .enumerate()
+                        .for_each(|(r, row)| mat.row(r, row));
+                    v
+                }
+                None => p.vector(name, cols)?,
+            }
+        }
+        ModelFile::Hf(h) => h
+            .tensor(name)?
+            .to_f32_vec()
+            .ok_or_else(|| anyhow::anyhow!("`{name}`: not a float tensor"))?,
+    };
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(to, bytes).with_context(|| format!("writing {}", to.display()))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn main(args: InspectArgs) -> Result<ExitCode> {
     let m = LoadedModel::open(&args.model)?;
+    if let (Some(name), Some(to)) = (&args.dump, &args.to) {
+        return dump(&m, name, to);
+    }
     let spec = m.file.spec();
     let table = m.file.tensor_table();
     let params = m.file.parameter_count();

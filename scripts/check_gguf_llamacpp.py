@@ -5,7 +5,7 @@ For each file: tokenize a fixed text with llama.cpp, check pocket's tokenizer gi
 ids, compute perplexity over the same >= 2,048 tokens in both (windows of 512, every token after
 the first scored), and greedy-generate 32 tokens for three chat prompts from the same prompt
 ids. Then read the file with gguf-py and compare every tensor's dequantization with pocket's
-`pocket inspect --json` listing (names, types, shapes).
+(`pocket inspect FILE --dump NAME --to OUT`), bit for bit.
 Usage: check_gguf_llamacpp.py POCKET_BIN TEXT FILE.gguf...
 """
 import json
@@ -72,17 +72,26 @@ def main(bin_, text_path, *files):
         for p in PROMPTS:
             r = pocket_json(bin_, "run", f, "-p", p, "--temp", "0", "-n", "32", "--json")
             same += int(r["generated_ids"] == llama_greedy(llm, r["prompt_ids"])[:len(r["generated_ids"])])
+        # Every tensor: gguf-py's dequantization must equal pocket's, bit for bit.
+        from gguf.quants import dequantize
         reader = GGUFReader(f)
-        rows.append((f.split("/")[-1], len(reader.tensors), tok_ok, ours["ppl"], theirs, n, same))
+        bad = 0
+        with tempfile.TemporaryDirectory() as td:
+            for t in reader.tensors:
+                subprocess.run([bin_, "inspect", f, "--dump", t.name, "--to", td + "/t.f32"], check=True)
+                mine_t = np.fromfile(td + "/t.f32", dtype=np.float32)
+                ref = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(-1)
+                bad += int(not np.array_equal(mine_t.view(np.uint32), ref.view(np.uint32)))
+        rows.append((f.split("/")[-1], len(reader.tensors), tok_ok, ours["ppl"], theirs, n, same, bad))
         del llm
-    print(f"{'file':34} {'tensors':>7} {'tok=':>5} {'ppl pocket':>11} {'ppl llama.cpp':>13} {'diff %':>7} {'greedy =':>8}")
+    print(f"{'file':34} {'tensors':>7} {'≠gguf-py':>8} {'tok=':>5} {'ppl pocket':>11} {'ppl llama.cpp':>13} {'diff %':>7} {'greedy =':>8}")
     worst = 0.0
-    for name, nt, tok_ok, a, b, n, same in rows:
+    for name, nt, tok_ok, a, b, n, same, bad in rows:
         d = 100 * abs(a - b) / b
         worst = max(worst, d)
-        print(f"{name:34} {nt:7} {str(tok_ok):>5} {a:11.4f} {b:13.4f} {d:7.3f} {same:>5}/{len(PROMPTS)}")
+        print(f"{name:34} {nt:7} {bad:8} {str(tok_ok):>5} {a:11.4f} {b:13.4f} {d:7.3f} {same:>5}/{len(PROMPTS)}")
     print(f"(perplexity over {rows[0][5] if rows else 0} tokens; worst difference {worst:.3f} %)")
-    sys.exit(0 if worst < 0.5 and all(r[2] for r in rows) else 1)
+    sys.exit(0 if worst < 0.5 and all(r[2] and r[7] == 0 for r in rows) else 1)
 
 
 if __name__ == "__main__":
