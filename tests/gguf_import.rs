@@ -245,3 +245,82 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
         assert_eq!(checked, 3 * 7);
     }
 }
+
+/// A GGUF with no metadata and one tensor described by `info` (name "a").
+fn one_tensor_file(n_dims: u32, dims: &[u64], ty: u32, offset: u64) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(1u64.to_le_bytes()); // tensors
+    b.extend(0u64.to_le_bytes()); // metadata
+    b.extend(1u64.to_le_bytes());
+    b.push(b'a');
+    b.extend(n_dims.to_le_bytes());
+    dims.iter().for_each(|d| b.extend(d.to_le_bytes()));
+    b.extend(ty.to_le_bytes());
+    b.extend(offset.to_le_bytes());
+    b.resize(b.len().div_ceil(32) * 32 + 128, 0);
+    b
+}
+
+#[test]
+fn hostile_tensor_tables_are_refused_before_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("t.gguf");
+    for (what, bytes, needle) in [
+        (
+            "dims overflow",
+            one_tensor_file(2, &[1 << 62, 1 << 62], 0, 0),
+            "overflow",
+        ),
+        ("zero dim", one_tensor_file(2, &[0, 4], 0, 0), "zero"),
+        (
+            "unknown type",
+            one_tensor_file(1, &[32], 99, 0),
+            "not supported",
+        ),
+        (
+            "offset past the end",
+            one_tensor_file(1, &[32], 0, 1 << 40),
+            "past the end",
+        ),
+        (
+            "data past the end",
+            one_tensor_file(1, &[1 << 20], 0, 0),
+            "past the end",
+        ),
+        (
+            "too many dims",
+            one_tensor_file(9, &[1; 9], 0, 0),
+            "dimensions",
+        ),
+    ] {
+        std::fs::write(&p, &bytes).unwrap();
+        let err = match GgufFile::open(&p) {
+            Ok(_) => panic!("{what}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains(needle) && err.contains("t.gguf"),
+            "{what}: {err}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_pre_tokenizer_is_refused_not_guessed() {
+    let good = std::fs::read(root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    let at = good
+        .windows(6)
+        .position(|w| w == b"smollm")
+        .expect("pre value in the file");
+    let mut bad = good.clone();
+    bad[at..at + 6].copy_from_slice(b"zzzzzz");
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("m.gguf");
+    std::fs::write(&p, bad).unwrap();
+    let err = LoadedModel::open(&p).err().expect("refused").to_string();
+    assert!(
+        err.contains("tokenizer.ggml.pre") && err.contains("zzzzzz"),
+        "{err}"
+    );
+}
