@@ -70,13 +70,13 @@ fn asym_params(x: &[f32], method: Method) -> BlockParams {
     let mut best = (weighted_error(x, w, rtn), rtn);
     // Candidate code-space widths over the block's range: 15 is min/max; smaller widths clip
     // the extremes, which the least-squares refit then pulls back where they help.
-    for step in 0..=20 {
-        let iscale = (10.5 + 0.3 * step as f32) / (max - min);
+    for step in 0..=12 {
+        let iscale = (10.5 + 0.5 * step as f32) / (max - min);
         let sums = code_sums(x, w, |v| (((v - min) * iscale + 0.5) as u32).min(15));
         consider_asym(sums, &st, &mut best);
     }
     // Refinement: re-encode with the best parameters and refit, until it stops improving.
-    for _ in 0..4 {
+    for _ in 0..2 {
         let before = best.0;
         let c = best.1.widen();
         let sums = code_sums(x, w, |v| c.encode(v) as u32);
