@@ -6,6 +6,7 @@
 //! - [`hf`]: Hugging Face checkpoints — `config.json` (transformers 4 and 5 key styles),
 //!   `model.safetensors` or a sharded `model.safetensors.index.json`, memory-mapped.
 
+pub mod atomic;
 pub mod bytes;
 pub mod convert;
 pub mod error;

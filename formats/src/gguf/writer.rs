@@ -5,9 +5,8 @@
 
 use super::ggml::GgmlType;
 use super::reader::GgufValue;
+use crate::atomic::AtomicFile;
 use crate::FormatError;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 pub const ALIGNMENT: u64 = 32;
@@ -20,8 +19,7 @@ pub struct TensorDecl {
 }
 
 pub struct GgufWriter {
-    out: Option<BufWriter<File>>,
-    tmp: PathBuf,
+    out: AtomicFile,
     dest: PathBuf,
     sizes: Vec<u64>,
     next: usize,
@@ -112,30 +110,14 @@ impl GgufWriter {
             (head.len() as u64).div_ceil(ALIGNMENT) as usize * ALIGNMENT as usize,
             0,
         );
-        let dir = dest
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let file = File::create(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
-        let mut w = GgufWriter {
-            out: Some(BufWriter::new(file)),
-            tmp,
+        let mut out = AtomicFile::create(dest)?;
+        out.write_all(&head)?;
+        Ok(GgufWriter {
+            out,
             dest: dest.to_path_buf(),
             sizes,
             next: 0,
-        };
-        w.write(&head)?;
-        Ok(w)
-    }
-
-    fn write(&mut self, b: &[u8]) -> Result<(), FormatError> {
-        let out = self.out.as_mut().expect("open until finish");
-        out.write_all(b).map_err(|e| FormatError::io(&self.tmp, e))
+        })
     }
 
     /// The next tensor's data, in declaration order.
@@ -157,37 +139,20 @@ impl GgufWriter {
                 ),
             });
         }
-        self.write(data)?;
-        let pad = (size.div_ceil(ALIGNMENT) * ALIGNMENT - size) as usize;
-        self.write(&vec![0u8; pad])?;
+        self.out.write_all(data)?;
+        self.out
+            .write_zeros((size.div_ceil(ALIGNMENT) * ALIGNMENT - size) as usize)?;
         self.next += 1;
         Ok(())
     }
 
-    pub fn finish(mut self) -> Result<(), FormatError> {
+    pub fn finish(self) -> Result<(), FormatError> {
         if self.next != self.sizes.len() {
             return Err(FormatError::Invalid {
                 path: self.dest.clone(),
                 reason: format!("{} of {} tensors written", self.next, self.sizes.len()),
             });
         }
-        let out = self.out.take().expect("open until finish");
-        let file = out
-            .into_inner()
-            .map_err(|e| FormatError::io(&self.tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| FormatError::io(&self.tmp, e))?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| FormatError::io(&self.dest, e))?;
-        self.tmp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for GgufWriter {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            self.out.take();
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        self.out.commit()
     }
 }

@@ -5,17 +5,15 @@
 //! renamed over the final name only when complete; on error or drop it is removed.
 
 use super::{align_up, hex64, PocketHeader, ALIGN, MAGIC, PREFIX_LEN, VERSION};
+use crate::atomic::AtomicFile;
 use crate::FormatError;
-use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 const PLACEHOLDER: &str = "0000000000000000";
 const HEADER_SLACK: usize = 1024;
 
 pub struct PocketWriter {
-    file: Option<File>,
-    tmp: PathBuf,
+    file: AtomicFile,
     dest: PathBuf,
     header: PocketHeader,
     data_start: u64,
@@ -28,7 +26,6 @@ impl PocketWriter {
     /// Plans the file from `header` (its `offset`, `size` and `xxh3` fields are filled here;
     /// blob sizes must be set by the caller) and opens the temporary file.
     pub fn create(dest: &Path, mut header: PocketHeader) -> Result<PocketWriter, FormatError> {
-        let io = |e| FormatError::io(dest, e);
         let mut offset = 0u64;
         let overflow = || FormatError::Invalid {
             path: dest.to_path_buf(),
@@ -67,38 +64,21 @@ impl PocketWriter {
         let data_start =
             align_up((PREFIX_LEN + json.len() + HEADER_SLACK) as u64).ok_or_else(overflow)?;
 
-        let dir = dest
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = dest.file_name().ok_or_else(|| FormatError::Invalid {
-            path: dest.to_path_buf(),
-            reason: "output path has no file name".into(),
-        })?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let mut file = File::create(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
-        let mut w = PocketWriter {
-            file: None,
-            tmp,
+        if data_start > u32::MAX as u64 {
+            return Err(overflow());
+        }
+        let mut file = AtomicFile::create(dest)?;
+        file.write_all(&prefix(&json, data_start))?;
+        file.write_all(&json)?;
+        file.write_zeros(data_start as usize - PREFIX_LEN - json.len())?;
+        Ok(PocketWriter {
+            file,
             dest: dest.to_path_buf(),
             header,
             data_start,
             next: 0,
             pos: 0,
-        };
-        // From here on, dropping `w` removes the temporary file.
-        write_prefix(&mut file, &json, data_start).map_err(io)?;
-        if data_start > u32::MAX as u64 {
-            return Err(overflow());
-        }
-        let pad = data_start as usize - PREFIX_LEN - json.len();
-        file.write_all(&vec![0u8; pad]).map_err(io)?;
-        w.file = Some(file);
-        Ok(w)
+        })
     }
 
     pub fn header(&self) -> &PocketHeader {
@@ -140,11 +120,8 @@ impl PocketWriter {
         } else {
             self.header.tensors[self.next - nb].xxh3 = hash;
         }
-        let file = self.file.as_mut().expect("open until finish");
-        let io = |e| FormatError::io(&self.tmp, e);
-        file.write_all(&vec![0u8; (offset - self.pos) as usize])
-            .map_err(io)?;
-        file.write_all(bytes).map_err(io)?;
+        self.file.write_zeros((offset - self.pos) as usize)?;
+        self.file.write_all(bytes)?;
         self.pos = offset + size;
         self.next += 1;
         Ok(())
@@ -166,49 +143,31 @@ impl PocketWriter {
                 reason: "header grew past the data section while writing".into(),
             });
         }
-        let mut file = self.file.take().expect("open until finish");
-        let tmp = self.tmp.clone();
-        let io = |e| FormatError::io(&tmp, e);
         // Pad the end so the last item is followed by alignment, like every other.
         let end = align_up(self.pos).unwrap_or(self.pos);
-        file.write_all(&vec![0u8; (end - self.pos) as usize])
-            .map_err(io)?;
-        file.seek(SeekFrom::Start(0)).map_err(io)?;
-        write_prefix(&mut file, &json, self.data_start).map_err(io)?;
-        file.sync_all().map_err(io)?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| FormatError::io(&self.dest, e))?;
-        if let Some(dir) = self.dest.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // Make the rename itself durable; failure here does not undo a complete file.
-            let _ = File::open(dir).and_then(|d| d.sync_all());
-        }
-        self.tmp = PathBuf::new();
+        self.file.write_zeros((end - self.pos) as usize)?;
+        self.file.rewind()?;
+        self.file.write_all(&prefix(&json, self.data_start))?;
+        self.file.write_all(&json)?;
+        self.file.commit()?;
         Ok(self.header.clone())
     }
 
     pub fn temp_path(&self) -> &Path {
-        &self.tmp
+        self.file.temp_path()
     }
 }
 
-fn write_prefix(file: &mut File, json: &[u8], data_start: u64) -> std::io::Result<()> {
-    let mut prefix = Vec::with_capacity(PREFIX_LEN);
-    prefix.extend_from_slice(MAGIC);
-    prefix.extend_from_slice(&VERSION.to_le_bytes());
-    prefix.extend_from_slice(&(data_start as u32).to_le_bytes());
-    prefix.extend_from_slice(&(json.len() as u64).to_le_bytes());
-    prefix.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(json).to_le_bytes());
-    debug_assert_eq!(prefix.len(), PREFIX_LEN);
-    file.write_all(&prefix)?;
-    file.write_all(json)
-}
-
-impl Drop for PocketWriter {
-    fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
+/// The 32-byte prefix for a header `json` and a data section at `data_start`.
+fn prefix(json: &[u8], data_start: u64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(PREFIX_LEN);
+    p.extend_from_slice(MAGIC);
+    p.extend_from_slice(&VERSION.to_le_bytes());
+    p.extend_from_slice(&(data_start as u32).to_le_bytes());
+    p.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    p.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(json).to_le_bytes());
+    debug_assert_eq!(p.len(), PREFIX_LEN);
+    p
 }
 
 const _: () = assert!(ALIGN.is_power_of_two());
