@@ -5,10 +5,11 @@
 //! `POCKET_REAL_MODEL=DIR cargo test --release --test real_model -- --ignored`.
 
 use pocket::chat_template::Message;
-use pocket::generate::{generate, Control, FinishReason};
 use pocket::loader::LoadedModel;
-use pocket::sampler::{Sampler, SamplerConfig};
 use serde_json::Value;
+
+mod common;
+use common::ids;
 use std::path::PathBuf;
 
 const WHY: &str = "needs the SmolLM2 checkpoint: scripts/check-real-model.sh";
@@ -23,47 +24,14 @@ fn load() -> (LoadedModel, Value) {
     (m, serde_json::from_str(&r).unwrap())
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 #[test]
 #[ignore = "needs the SmolLM2 checkpoint: scripts/check-real-model.sh"]
 fn smollm2_greedy_tokens_equal_transformers() {
     let (m, r) = load();
     for case in r["greedy"].as_array().unwrap() {
-        let prompt = case["prompt"].as_str().unwrap();
-        let prompt_ids = m
-            .encode_chat(&[Message::new("user", prompt)], true)
-            .unwrap();
-        assert_eq!(
-            prompt_ids,
-            ids(&case["prompt_ids"]),
-            "prompt ids for {prompt:?}"
-        );
-        let want = ids(&case["generated_ids"]);
-        let mut state = m.model.new_state(1024);
-        let mut sampler = Sampler::new(SamplerConfig::default());
-        let g = generate(
-            &m.model,
-            &mut state,
-            &prompt_ids,
-            &mut sampler,
-            &m.stop_ids,
-            32,
-            |_| Control::Continue,
-        )
-        .unwrap();
-        let mut got = g.tokens.clone();
-        if g.finish_reason == FinishReason::Stop {
-            got.push(*want.last().unwrap());
-        }
-        let text = m.tokenizer.decode(&g.tokens, true);
-        eprintln!("{prompt:?} -> {text:?} ({} tokens)", g.tokens.len());
+        let (got, want, text) = common::greedy_case(&m, case, 32);
+        let prompt = &case["prompt"];
+        eprintln!("{prompt} -> {text:?} ({} tokens)", got.len());
         assert_eq!(got, want, "greedy tokens for {prompt:?}");
         assert_eq!(text, case["text"].as_str().unwrap());
     }

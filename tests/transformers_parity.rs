@@ -2,10 +2,11 @@
 //! fixtures/tiny (made by fixtures/make_fixtures.py, which records transformers' outputs).
 
 use pocket::chat_template::Message;
-use pocket::generate::{generate, Control, FinishReason};
 use pocket::loader::LoadedModel;
-use pocket::sampler::{Sampler, SamplerConfig};
 use serde_json::Value;
+
+mod common;
+use common::ids;
 use std::path::PathBuf;
 
 const FIXTURES: [&str; 3] = ["llama-tiny", "qwen2-tiny", "qwen3-tiny"];
@@ -19,14 +20,6 @@ fn fixture(name: &str) -> (LoadedModel, Value) {
         LoadedModel::open(&dir).expect("fixture loads"),
         serde_json::from_str(&reference).unwrap(),
     )
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 #[test]
@@ -58,34 +51,8 @@ fn greedy_generation_matches_transformers() {
     for name in FIXTURES {
         let (m, r) = fixture(name);
         for case in r["greedy"].as_array().unwrap() {
-            let prompt = case["prompt"].as_str().unwrap();
-            let prompt_ids = m
-                .encode_chat(&[Message::new("user", prompt)], true)
-                .unwrap();
-            assert_eq!(
-                prompt_ids,
-                ids(&case["prompt_ids"]),
-                "{name}: prompt ids for {prompt:?}"
-            );
-            let want = ids(&case["generated_ids"]);
-            let mut state = m.model.new_state(256);
-            let mut sampler = Sampler::new(SamplerConfig::default());
-            let g = generate(
-                &m.model,
-                &mut state,
-                &prompt_ids,
-                &mut sampler,
-                &m.stop_ids,
-                20,
-                |_| Control::Continue,
-            )
-            .unwrap();
-            let mut got = g.tokens.clone();
-            if g.finish_reason == FinishReason::Stop {
-                // transformers includes the end-of-sequence token in its output.
-                got.push(*want.last().unwrap());
-                assert!(m.stop_ids.contains(want.last().unwrap()));
-            }
+            let (got, want, _) = common::greedy_case(&m, case, 20);
+            let prompt = &case["prompt"];
             assert_eq!(got, want, "{name}: greedy tokens for {prompt:?}");
         }
     }

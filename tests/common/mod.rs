@@ -40,3 +40,46 @@ pub fn max_logit_error(m: &LoadedModel, logits: &Value) -> f32 {
     }
     worst
 }
+
+/// One recorded greedy case (`prompt`, `prompt_ids`, `generated_ids`, as written by the
+/// reference scripts): checks the templated prompt ids, then returns our greedy tokens (with
+/// the end-of-sequence token appended when we stopped on it, as transformers' output includes
+/// it), the reference's, and our decoded text.
+pub fn greedy_case(
+    m: &LoadedModel,
+    case: &Value,
+    max_tokens: usize,
+) -> (Vec<u32>, Vec<u32>, String) {
+    use pocket::chat_template::Message;
+    use pocket::generate::{generate, Control, FinishReason};
+    use pocket::sampler::{Sampler, SamplerConfig};
+    let prompt = case["prompt"].as_str().expect("prompt");
+    let prompt_ids = m
+        .encode_chat(&[Message::new("user", prompt)], true)
+        .unwrap();
+    assert_eq!(
+        prompt_ids,
+        ids(&case["prompt_ids"]),
+        "prompt ids for {prompt:?}"
+    );
+    let want = ids(&case["generated_ids"]);
+    let mut state = m.model.new_state(prompt_ids.len() + max_tokens + 1);
+    let mut sampler = Sampler::new(SamplerConfig::default());
+    let g = generate(
+        &m.model,
+        &mut state,
+        &prompt_ids,
+        &mut sampler,
+        &m.stop_ids,
+        max_tokens,
+        |_| Control::Continue,
+    )
+    .unwrap();
+    let mut got = g.tokens.clone();
+    if g.finish_reason == FinishReason::Stop {
+        let eos = *want.last().expect("a reference token");
+        assert!(m.stop_ids.contains(&eos), "the reference ends on a stop id");
+        got.push(eos);
+    }
+    (got, want, m.tokenizer.decode(&g.tokens, true))
+}
