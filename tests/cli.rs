@@ -3,20 +3,10 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn pocket(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(args)
-        .output()
-        .expect("run pocket")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/tiny")
-        .join(name)
-}
+mod common;
+use common::{pocket, tiny as fixture};
 
 /// A writable copy of a fixture checkpoint, to break.
 fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {

@@ -8,33 +8,13 @@ use pocket_formats::pocket::writer::PocketWriter;
 use pocket_formats::pocket::{BlobEntry, PocketHeader, TensorEntry, TokenizerMeta};
 use pocket_formats::quant::QuantType;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn pocket(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(args)
-        .output()
-        .expect("run pocket")
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/tiny")
-        .join(name)
-}
+mod common;
+use common::{pocket, tiny as fixture};
 
 fn export(src: &Path, out: &Path, extra: &[&str]) {
-    let mut args = vec![
-        "quantize",
-        src.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    let o = pocket(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    common::quantize(src, out, extra);
 }
 
 fn all_logits(m: &LoadedModel, ids: &[u32]) -> Vec<Vec<f32>> {

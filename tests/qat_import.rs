@@ -6,11 +6,11 @@ use pocket::loader::{LoadedModel, ModelFile};
 use pocket::weights::WeightSource;
 use pocket_formats::hf::SafetensorsFile;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
-use common::max_logit_error;
+use common::{max_logit_error, quantize as import};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -21,24 +21,6 @@ fn fixture(name: &str) -> PathBuf {
 fn reference(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture(name).join("reference.json")).unwrap())
         .unwrap()
-}
-
-/// Runs `pocket quantize` and returns its JSON report.
-fn import(src: &Path, out: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "quantize",
-        src.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 fn weights(m: &LoadedModel, name: &str, rows: usize, cols: usize) -> Vec<f32> {

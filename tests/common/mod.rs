@@ -83,3 +83,31 @@ pub fn greedy_case(
     }
     (got, want, m.tokenizer.decode(&g.tokens, true))
 }
+
+/// Runs the `pocket` binary.
+pub fn pocket(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .output()
+        .expect("run pocket")
+}
+
+/// A tiny random checkpoint in fixtures/tiny.
+pub fn tiny(name: &str) -> PathBuf {
+    root().join("fixtures/tiny").join(name)
+}
+
+/// `pocket quantize SRC -o OUT --json EXTRA…`, which must succeed; its JSON report.
+pub fn quantize(src: &std::path::Path, out: &std::path::Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "quantize",
+        src.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = pocket(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("a JSON report")
+}
