@@ -127,6 +127,13 @@ JSON_BODIES = [
     '{"a": -}',
     '{"a": tru}',
     '// comment\n{"a": 1}',
+    '[NaN, -NaN]',
+    '{"t": "tab\there"}',
+    '{"u": "\\u00"}',
+    '[1E+2, 1e5, 0.0e-0]',
+    '[[[[[[[[[[{"deep": [[]]}]]]]]]]]]]',
+    '{"a": 1}\n```\n```',
+    '\ufeff{"bom": 1}',
 ]
 
 
@@ -347,6 +354,43 @@ def shaped_response(g):
     return text
 
 
+TRICKY_CHARS = [
+    "ſ", "K", "ı", "İ", "ǅ", "Σ", "ς", "\x1c", "\x1f", "\x85", "\u2028", "\u00a0", "\u0301", "\u094d",
+    "\u093e", "“", "”", "‘", "’", "«", "»", "--", "...", ". . .", "'", '"', "`", "``", "''", "\t", "\r",
+    "\n", "\n\n", "*", "**", "[", "]", "<<", ">>", ",", ";", ":", "?!", "!", "(", ")", "-", "_", "ß",
+]
+
+LOOKALIKE = {"i": ["ı", "İ"], "s": ["ſ"], "k": ["K"], "e": ["é", "e\u0301"], "a": ["à"]}
+
+
+def lookalike(g, word):
+    """A keyword with one letter swapped for a character `re`'s IGNORECASE may or may not equate."""
+    options = [i for i, ch in enumerate(word) if ch.lower() in LOOKALIKE]
+    if not options:
+        return word.upper()
+    i = g.pick(options)
+    return word[:i] + g.pick(LOOKALIKE[word[i].lower()]) + word[i + 1:]
+
+
+def adversarial_response(g):
+    """A shaped response with keyword look-alikes and tricky characters spliced in."""
+    text = shaped_response(g)
+    extra = []
+    for iid, kw in zip(g.item["instruction_id_list"], g.item["kwargs"]):
+        words = kw.get("forbidden_words") or kw.get("keywords") or ([kw["keyword"]] if "keyword" in kw else [])
+        for w in words:
+            form = lookalike(g, w)
+            extra.append(g.pick([form, form + "\u094d", "\u0915" + form, form + "_", "'" + form + "'"]))
+        if "letter" in kw:
+            extra.append(g.pick(["İİ", "KK", "ſ", "ǅ"]))
+    pieces = list(text)
+    for _ in range(g.r.randint(1, 6)):
+        pieces.insert(g.r.randint(0, len(pieces)), g.pick(TRICKY_CHARS))
+    for e in extra:
+        pieces.insert(g.r.randint(0, len(pieces)), " " + e + " ")
+    return "".join(pieces)
+
+
 def noise_response(g):
     kind = g.r.random()
     if kind < 0.1:
@@ -368,7 +412,7 @@ def noise_response(g):
     return text
 
 
-def main(input_path, out_path, per_prompt=7):
+def main(input_path, out_path, per_prompt=9):
     per_prompt = int(per_prompt)
     with open(input_path, encoding="utf-8") as f:
         items = [json.loads(line) for line in f if line.strip()]
@@ -376,7 +420,12 @@ def main(input_path, out_path, per_prompt=7):
         for item in items:
             g = Gen(random.Random(item["key"]), item)
             for i in range(per_prompt):
-                response = noise_response(g) if i == per_prompt - 1 else shaped_response(g)
+                if i == per_prompt - 1:
+                    response = noise_response(g)
+                elif i >= per_prompt - 3:
+                    response = adversarial_response(g)
+                else:
+                    response = shaped_response(g)
                 # Most rows name their prompt by key, some by text (both must be supported).
                 ref = {"prompt": item["prompt"]} if i == 1 else {"key": item["key"]}
                 out.write(json.dumps({**ref, "response": response}, ensure_ascii=False) + "\n")

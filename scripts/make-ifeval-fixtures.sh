@@ -44,7 +44,7 @@ DATA="$(bash "$ROOT/scripts/fetch-eval-data.sh" | tail -1)"
 mkdir -p "$FIX"
 cp "$DATA/ifeval/input_data.jsonl" "$FIX/ifeval_input_data.jsonl"
 "$VENV/bin/python" "$ROOT/scripts/ifeval_make_responses.py" "$FIX/ifeval_input_data.jsonl" \
-  "$FIX/ifeval_responses.jsonl" 8
+  "$FIX/ifeval_responses.jsonl" 9
 
 export LM_EVAL_ROOT="$VENV/ifeval_ref" NLTK_DATA="$VENV/nltk_data"
 "$VENV/bin/python" "$ROOT/scripts/ifeval_reference.py" verdicts "$FIX/ifeval_input_data.jsonl" \

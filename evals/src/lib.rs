@@ -2,9 +2,13 @@
 //! traits here, so scoring is testable without a model and the engine stays out of this crate.
 //!
 //! Built: perplexity with KL divergence and top-1 agreement against a baseline build
-//! ([`ppl`]). IFEval, GSM8K and multiple choice come with a later issue.
+//! ([`ppl`]), and IFEval scoring identical to lm-eval's ([`ifeval`]). GSM8K and multiple
+//! choice come with a later issue.
 
+pub mod ifeval;
 pub mod ppl;
+
+use std::path::PathBuf;
 
 /// A model that returns next-token logits for tokens appended to its current context.
 pub trait LogitModel {
@@ -22,4 +26,13 @@ pub enum EvalError {
     Model(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of a data file that cannot be used, with its 1-based line number.
+    #[error("{path}:{line}: {message}")]
+    Data { path: PathBuf, line: usize, message: String },
 }
