@@ -11,8 +11,10 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
+/// A JSON-lines fixture (a bare name) or any file (a path with a separator).
 fn jsonl<T: for<'de> Deserialize<'de>>(name: &str) -> Vec<T> {
-    let text = std::fs::read_to_string(fixture(name)).expect("fixture readable");
+    let path = if name.contains('/') { PathBuf::from(name) } else { fixture(name) };
+    let text = std::fs::read_to_string(&path).expect("fixture readable");
     text.lines()
         .enumerate()
         .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("{name}:{}: {e}", i + 1)))
@@ -27,14 +29,14 @@ struct ReferenceVerdict {
     loose: Vec<bool>,
 }
 
-#[test]
-fn every_verdict_equals_the_python_reference() {
+/// Scores `responses` and compares every verdict with `reference`; returns the report.
+fn compare_verdicts(responses: &str, reference: &str) -> ifeval::Report {
     let items = ifeval::load_inputs(fixture("ifeval_input_data.jsonl")).expect("inputs load");
     assert_eq!(items.len(), 541);
-    let rows = ifeval::load_responses(fixture("ifeval_responses.jsonl")).expect("responses load");
-    let expected: Vec<ReferenceVerdict> = jsonl("ifeval_reference_verdicts.jsonl");
+    let path = if responses.contains('/') { PathBuf::from(responses) } else { fixture(responses) };
+    let rows = ifeval::load_responses(path).expect("responses load");
+    let expected: Vec<ReferenceVerdict> = jsonl(reference);
     assert_eq!(rows.len(), expected.len());
-    assert!(rows.len() > 4000, "the fixture should hold thousands of rows");
 
     let report = ifeval::score_rows(&items, &rows).expect("rows score");
     let mut compared = 0;
@@ -62,6 +64,20 @@ fn every_verdict_equals_the_python_reference() {
         mismatches.len(),
         mismatches.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
     );
+    report
+}
+
+/// Also compares `$IFEVAL_RESPONSES` with `$IFEVAL_REFERENCE_VERDICTS` when both are set
+/// (files written like the fixtures, for stress runs too big to commit).
+#[test]
+fn every_verdict_equals_the_python_reference() {
+    let report = compare_verdicts("ifeval_responses.jsonl", "ifeval_reference_verdicts.jsonl");
+    assert!(report.rows > 4000, "the fixture should hold thousands of rows");
+    if let (Ok(responses), Ok(reference)) =
+        (std::env::var("IFEVAL_RESPONSES"), std::env::var("IFEVAL_REFERENCE_VERDICTS"))
+    {
+        compare_verdicts(&responses, &reference);
+    }
     // Both outcomes of every instruction occur, so each check is exercised both ways.
     for (id, stats) in &report.per_instruction {
         assert!(stats.strict_followed > 0 && stats.strict_followed < stats.count, "{id} is one-sided");
@@ -77,10 +93,15 @@ struct TokenizeCase {
     word_count: usize,
 }
 
+/// Also compares `$IFEVAL_TOKENIZE_REFERENCE` when set: a larger file written the same way
+/// (`ifeval_reference.py tokens`), for stress runs that are too big to commit.
 #[test]
 fn punkt_and_word_tokenize_equal_nltk() {
-    let cases: Vec<TokenizeCase> = jsonl("ifeval_tokenize_reference.jsonl");
+    let mut cases: Vec<TokenizeCase> = jsonl("ifeval_tokenize_reference.jsonl");
     assert!(cases.len() > 250);
+    if let Ok(extra) = std::env::var("IFEVAL_TOKENIZE_REFERENCE") {
+        cases.extend(jsonl::<TokenizeCase>(&extra));
+    }
     let mut failures = Vec::new();
     for case in &cases {
         let sentences = punkt::sentences(&case.text);
