@@ -34,5 +34,9 @@ pub enum EvalError {
     },
     /// A line of a data file that cannot be used, with its 1-based line number.
     #[error("{path}:{line}: {message}")]
-    Data { path: PathBuf, line: usize, message: String },
+    Data {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
 }

@@ -12,13 +12,17 @@ fn items(lines: &[&str]) -> Result<Vec<IfevalItem>, EvalError> {
 }
 
 fn one(ids: &str, kwargs: &str) -> IfevalItem {
-    let line = format!(r#"{{"key": 7, "prompt": "p", "instruction_id_list": {ids}, "kwargs": {kwargs}}}"#);
+    let line =
+        format!(r#"{{"key": 7, "prompt": "p", "instruction_id_list": {ids}, "kwargs": {kwargs}}}"#);
     items(&[&line]).expect("item builds").remove(0)
 }
 
 #[test]
 fn strict_and_loose_differ_where_the_reference_does() {
-    let item = one(r#"["startend:quotation", "punctuation:no_comma"]"#, "[{}, {}]");
+    let item = one(
+        r#"["startend:quotation", "punctuation:no_comma"]"#,
+        "[{}, {}]",
+    );
     let v = ifeval::score_response(&item, "Here you go:\n\"quoted, text\"");
     assert_eq!(v.strict, [false, false]);
     assert_eq!(v.loose, [true, true]);
@@ -27,7 +31,10 @@ fn strict_and_loose_differ_where_the_reference_does() {
         r#"["length_constraints:number_sentences", "change_case:capital_word_frequency"]"#,
         r#"[{"num_sentences": 2, "relation": "less than"}, {"capital_frequency": 3, "capital_relation": "at least"}]"#,
     );
-    let v = ifeval::score_response(&item, "Dr. Smith arrived at 5 p.m. on Jan. 3. He left. NASA and the U.S.A. CANNOT agree.");
+    let v = ifeval::score_response(
+        &item,
+        "Dr. Smith arrived at 5 p.m. on Jan. 3. He left. NASA and the U.S.A. CANNOT agree.",
+    );
     assert_eq!(v.strict, [false, true]);
 }
 
@@ -44,17 +51,46 @@ fn hugging_face_kwargs_with_nulls_load() {
 #[test]
 fn items_the_reference_would_randomise_are_refused() {
     let cases = [
-        (r#"["keywords:frequency"]"#, r#"[{"keyword": "the", "frequency": 3}]"#, "relation"),
-        (r#"["length_constraints:number_words"]"#, r#"[{"num_words": -1, "relation": "at least"}]"#, "negative"),
-        (r#"["length_constraints:nth_paragraph_first_word"]"#, r#"[{"num_paragraphs": 2, "nth_paragraph": 3, "first_word": "a"}]"#, "out of range"),
-        (r#"["detectable_format:title"]"#, r#"[{"unexpected": 1}]"#, "unexpected argument"),
-        (r#"["keywords:no_such_check"]"#, "[{}]", "unknown instruction"),
-        (r#"["punctuation:no_comma", "detectable_format:title"]"#, "[{}]", "fewer kwargs"),
+        (
+            r#"["keywords:frequency"]"#,
+            r#"[{"keyword": "the", "frequency": 3}]"#,
+            "relation",
+        ),
+        (
+            r#"["length_constraints:number_words"]"#,
+            r#"[{"num_words": -1, "relation": "at least"}]"#,
+            "negative",
+        ),
+        (
+            r#"["length_constraints:nth_paragraph_first_word"]"#,
+            r#"[{"num_paragraphs": 2, "nth_paragraph": 3, "first_word": "a"}]"#,
+            "out of range",
+        ),
+        (
+            r#"["detectable_format:title"]"#,
+            r#"[{"unexpected": 1}]"#,
+            "unexpected argument",
+        ),
+        (
+            r#"["keywords:no_such_check"]"#,
+            "[{}]",
+            "unknown instruction",
+        ),
+        (
+            r#"["punctuation:no_comma", "detectable_format:title"]"#,
+            "[{}]",
+            "fewer kwargs",
+        ),
     ];
     for (ids, kwargs, why) in cases {
-        let line = format!(r#"{{"key": 1, "prompt": "p", "instruction_id_list": {ids}, "kwargs": {kwargs}}}"#);
+        let line = format!(
+            r#"{{"key": 1, "prompt": "p", "instruction_id_list": {ids}, "kwargs": {kwargs}}}"#
+        );
         let err = items(&[&line]).expect_err(ids).to_string();
-        assert!(err.contains(why) && err.starts_with("inline.jsonl:1:"), "{err}");
+        assert!(
+            err.contains(why) && err.starts_with("inline.jsonl:1:"),
+            "{err}"
+        );
     }
 }
 
@@ -94,7 +130,11 @@ fn report_aggregates_rows_separately() {
     let no_comma = &report.per_instruction["punctuation:no_comma"];
     assert_eq!((no_comma.count, no_comma.strict_followed), (4, 2));
     assert_eq!(report.verdicts[1].key, 1);
-    assert_eq!(report.verdicts[3].strict, [false], "an all-whitespace response follows nothing");
+    assert_eq!(
+        report.verdicts[3].strict,
+        [false],
+        "an all-whitespace response follows nothing"
+    );
 
     let unknown = [row(Some(99), None, "x")];
     assert!(ifeval::score_rows(&inputs, &unknown).is_err());
@@ -111,14 +151,20 @@ fn score_file_reads_both_files() {
         r#"{"key": 5, "prompt": "Say hi", "instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]}"#,
     )
     .expect("write inputs");
-    std::fs::write(&responses, "{\"key\": 5, \"response\": \"hello there, how are you today?\"}\n").expect("write responses");
+    std::fs::write(
+        &responses,
+        "{\"key\": 5, \"response\": \"hello there, how are you today?\"}\n",
+    )
+    .expect("write responses");
     let report = ifeval::score_file(&inputs, &responses).expect("scores");
     assert_eq!(report.verdicts[0].strict, [true]);
     let json = serde_json::to_value(&report).expect("serializes");
     assert_eq!(json["prompt_level_loose_acc"], 1.0);
 
     std::fs::write(&responses, "{\"key\": 5}\n").expect("write responses");
-    let err = ifeval::score_file(&inputs, &responses).expect_err("missing response").to_string();
+    let err = ifeval::score_file(&inputs, &responses)
+        .expect_err("missing response")
+        .to_string();
     assert!(err.contains("responses.jsonl:1:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,12 +8,18 @@ use pocket_evals::ifeval::{self, punkt, word_tokenize};
 use serde::Deserialize;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 /// A JSON-lines fixture (a bare name) or any file (a path with a separator).
 fn jsonl<T: for<'de> Deserialize<'de>>(name: &str) -> Vec<T> {
-    let path = if name.contains('/') { PathBuf::from(name) } else { fixture(name) };
+    let path = if name.contains('/') {
+        PathBuf::from(name)
+    } else {
+        fixture(name)
+    };
     let text = std::fs::read_to_string(&path).expect("fixture readable");
     text.lines()
         .enumerate()
@@ -33,7 +39,11 @@ struct ReferenceVerdict {
 fn compare_verdicts(responses: &str, reference: &str) -> ifeval::Report {
     let items = ifeval::load_inputs(fixture("ifeval_input_data.jsonl")).expect("inputs load");
     assert_eq!(items.len(), 541);
-    let path = if responses.contains('/') { PathBuf::from(responses) } else { fixture(responses) };
+    let path = if responses.contains('/') {
+        PathBuf::from(responses)
+    } else {
+        fixture(responses)
+    };
     let rows = ifeval::load_responses(path).expect("responses load");
     let expected: Vec<ReferenceVerdict> = jsonl(reference);
     assert_eq!(rows.len(), expected.len());
@@ -43,7 +53,10 @@ fn compare_verdicts(responses: &str, reference: &str) -> ifeval::Report {
     let mut mismatches = Vec::new();
     for (got, want) in report.verdicts.iter().zip(&expected) {
         assert_eq!((got.row, got.key), (want.row, want.key));
-        for (level, g, w) in [("strict", &got.strict, &want.strict), ("loose", &got.loose, &want.loose)] {
+        for (level, g, w) in [
+            ("strict", &got.strict, &want.strict),
+            ("loose", &got.loose, &want.loose),
+        ] {
             assert_eq!(g.len(), w.len());
             for (i, (a, b)) in g.iter().zip(w).enumerate() {
                 compared += 1;
@@ -56,13 +69,22 @@ fn compare_verdicts(responses: &str, reference: &str) -> ifeval::Report {
             }
         }
     }
-    eprintln!("{} rows, {compared} verdicts compared, {} differ", rows.len(), mismatches.len());
+    eprintln!(
+        "{} rows, {compared} verdicts compared, {} differ",
+        rows.len(),
+        mismatches.len()
+    );
     assert!(compared > 10_000, "compared only {compared} verdicts");
     assert!(
         mismatches.is_empty(),
         "{} of {compared} verdicts differ:\n{}",
         mismatches.len(),
-        mismatches.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+        mismatches
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     report
 }
@@ -72,15 +94,22 @@ fn compare_verdicts(responses: &str, reference: &str) -> ifeval::Report {
 #[test]
 fn every_verdict_equals_the_python_reference() {
     let report = compare_verdicts("ifeval_responses.jsonl", "ifeval_reference_verdicts.jsonl");
-    assert!(report.rows > 4000, "the fixture should hold thousands of rows");
-    if let (Ok(responses), Ok(reference)) =
-        (std::env::var("IFEVAL_RESPONSES"), std::env::var("IFEVAL_REFERENCE_VERDICTS"))
-    {
+    assert!(
+        report.rows > 4000,
+        "the fixture should hold thousands of rows"
+    );
+    if let (Ok(responses), Ok(reference)) = (
+        std::env::var("IFEVAL_RESPONSES"),
+        std::env::var("IFEVAL_REFERENCE_VERDICTS"),
+    ) {
         compare_verdicts(&responses, &reference);
     }
     // Both outcomes of every instruction occur, so each check is exercised both ways.
     for (id, stats) in &report.per_instruction {
-        assert!(stats.strict_followed > 0 && stats.strict_followed < stats.count, "{id} is one-sided");
+        assert!(
+            stats.strict_followed > 0 && stats.strict_followed < stats.count,
+            "{id} is one-sided"
+        );
     }
     assert_eq!(report.per_instruction.len(), ifeval::INSTRUCTION_IDS.len());
 }
@@ -106,15 +135,34 @@ fn punkt_and_word_tokenize_equal_nltk() {
     for case in &cases {
         let sentences = punkt::sentences(&case.text);
         if sentences != case.sentences {
-            failures.push(format!("sentences of {:?}:\n  rust   {sentences:?}\n  python {:?}", case.text, case.sentences));
+            failures.push(format!(
+                "sentences of {:?}:\n  rust   {sentences:?}\n  python {:?}",
+                case.text, case.sentences
+            ));
         }
         let words = word_tokenize::word_tokenize(&case.text);
         if words != case.words {
-            failures.push(format!("words of {:?}:\n  rust   {words:?}\n  python {:?}", case.text, case.words));
+            failures.push(format!(
+                "words of {:?}:\n  rust   {words:?}\n  python {:?}",
+                case.text, case.words
+            ));
         }
         if ifeval::count_words(&case.text) != case.word_count {
-            failures.push(format!("word count of {:?}: python {}", case.text, case.word_count));
+            failures.push(format!(
+                "word count of {:?}: python {}",
+                case.text, case.word_count
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.iter().take(15).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .take(15)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -43,7 +43,10 @@ fn find_literal(text: &[char], word: &[char], from: usize, whole_word: bool) -> 
     let last = text.len().checked_sub(word.len())?;
     (from..=last).find(|&i| {
         (!whole_word || pytext::is_boundary(text, i))
-            && word.iter().zip(&text[i..]).all(|(&p, &c)| pytext::re_icase_eq(p, c))
+            && word
+                .iter()
+                .zip(&text[i..])
+                .all(|(&p, &c)| pytext::re_icase_eq(p, c))
             && (!whole_word || pytext::is_boundary(text, i + word.len()))
     })
 }
@@ -109,7 +112,10 @@ fn paragraphs_follow(value: &str, expected: f64) -> bool {
 
 fn nth_paragraph_follows(value: &str, num_paragraphs: usize, nth: usize, first_word: &str) -> bool {
     let paragraphs: Vec<&str> = value.split("\n\n").collect();
-    let count = paragraphs.iter().filter(|p| !pytext::strip(p).is_empty()).count();
+    let count = paragraphs
+        .iter()
+        .filter(|p| !pytext::strip(p).is_empty())
+        .count();
     if nth > count {
         return false;
     }
@@ -183,25 +189,39 @@ impl Instruction {
             Instruction::KeywordExistence { keywords } => {
                 keywords.iter().all(|k| keyword_found(k, value, false))
             }
-            Instruction::KeywordFrequency { keyword, frequency, relation } => {
-                relation.holds(keyword_count(keyword, value), *frequency)
-            }
+            Instruction::KeywordFrequency {
+                keyword,
+                frequency,
+                relation,
+            } => relation.holds(keyword_count(keyword, value), *frequency),
             Instruction::ForbiddenWords { words } => {
                 !words.iter().any(|w| keyword_found(w, value, true))
             }
-            Instruction::LetterFrequency { letter, frequency, relation } => {
+            Instruction::LetterFrequency {
+                letter,
+                frequency,
+                relation,
+            } => {
                 let count = pytext::lower(value).chars().filter(|c| c == letter).count();
                 relation.holds(count, *frequency)
             }
             Instruction::ResponseLanguage { language } => language_is(value, language),
-            Instruction::NumberSentences { num_sentences, relation } => {
-                relation.holds(punkt::count_sentences(value), *num_sentences)
+            Instruction::NumberSentences {
+                num_sentences,
+                relation,
+            } => relation.holds(punkt::count_sentences(value), *num_sentences),
+            Instruction::NumberParagraphs { num_paragraphs } => {
+                paragraphs_follow(value, *num_paragraphs)
             }
-            Instruction::NumberParagraphs { num_paragraphs } => paragraphs_follow(value, *num_paragraphs),
-            Instruction::NumberWords { num_words, relation } => relation.holds(count_words(value), *num_words),
-            Instruction::NthParagraphFirstWord { num_paragraphs, nth_paragraph, first_word } => {
-                nth_paragraph_follows(value, *num_paragraphs, *nth_paragraph, first_word)
-            }
+            Instruction::NumberWords {
+                num_words,
+                relation,
+            } => relation.holds(count_words(value), *num_words),
+            Instruction::NthParagraphFirstWord {
+                num_paragraphs,
+                nth_paragraph,
+                first_word,
+            } => nth_paragraph_follows(value, *num_paragraphs, *nth_paragraph, first_word),
             Instruction::NumberPlaceholders { num_placeholders } => {
                 PATTERNS.placeholder.find_iter(value).count() as f64 >= *num_placeholders
             }
@@ -213,12 +233,21 @@ impl Instruction {
             }
             Instruction::ConstrainedResponse => {
                 let v = pytext::strip(value);
-                ["My answer is yes.", "My answer is no.", "My answer is maybe."].iter().any(|o| v.contains(o))
+                [
+                    "My answer is yes.",
+                    "My answer is no.",
+                    "My answer is maybe.",
+                ]
+                .iter()
+                .any(|o| v.contains(o))
             }
             Instruction::NumberHighlightedSections { num_highlights } => {
                 highlights(value) as f64 >= *num_highlights
             }
-            Instruction::MultipleSections { splitter, num_sections } => {
+            Instruction::MultipleSections {
+                splitter,
+                num_sections,
+            } => {
                 // len(re.split(pattern, value)) - 1 == the number of matches.
                 splitter.find_iter(value).count() as f64 >= *num_sections
             }
@@ -232,9 +261,15 @@ impl Instruction {
             Instruction::EndChecker { end_phrase } => {
                 pytext::lower(pytext::strip(value).trim_matches('"')).ends_with(end_phrase.as_str())
             }
-            Instruction::CapitalWordFrequency { frequency, relation } => {
+            Instruction::CapitalWordFrequency {
+                frequency,
+                relation,
+            } => {
                 let tokens = word_tokenize::word_tokenize(value);
-                relation.holds(tokens.iter().filter(|t| pytext::is_upper(t)).count(), *frequency)
+                relation.holds(
+                    tokens.iter().filter(|t| pytext::is_upper(t)).count(),
+                    *frequency,
+                )
             }
             Instruction::EnglishCapital => pytext::is_upper(value) && language_is(value, "en"),
             Instruction::EnglishLowercase => pytext::is_lower(value) && language_is(value, "en"),
@@ -272,8 +307,16 @@ mod tests {
     fn keyword_matching_follows_re() {
         let k = Keyword::Literal("is".chars().collect());
         assert_eq!(keyword_count(&k, "This IS ıs"), 3);
-        assert!(keyword_found(&Keyword::Literal("can".chars().collect()), "can't", true));
-        assert!(!keyword_found(&Keyword::Literal("can".chars().collect()), "can_do cannot", true));
+        assert!(keyword_found(
+            &Keyword::Literal("can".chars().collect()),
+            "can't",
+            true
+        ));
+        assert!(!keyword_found(
+            &Keyword::Literal("can".chars().collect()),
+            "can_do cannot",
+            true
+        ));
     }
 
     #[test]
@@ -288,6 +331,11 @@ mod tests {
         // "\n\n" pieces while empty pieces are not counted.
         assert!(nth_paragraph_follows("x\n\n\"Summary, y", 2, 2, "summary"));
         assert!(!nth_paragraph_follows("x\n\n\"Summary: y", 2, 2, "summary"));
-        assert!(!nth_paragraph_follows("x\n\n\n\n'Summary. y", 2, 2, "summary"));
+        assert!(!nth_paragraph_follows(
+            "x\n\n\n\n'Summary. y",
+            2,
+            2,
+            "summary"
+        ));
     }
 }

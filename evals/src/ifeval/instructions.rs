@@ -42,27 +42,71 @@ pub enum Keyword {
 /// One instruction with its arguments.
 #[derive(Debug)]
 pub enum Instruction {
-    KeywordExistence { keywords: Vec<Keyword> },
-    KeywordFrequency { keyword: Keyword, frequency: f64, relation: Relation },
-    ForbiddenWords { words: Vec<Keyword> },
-    LetterFrequency { letter: char, frequency: f64, relation: Relation },
-    ResponseLanguage { language: String },
-    NumberSentences { num_sentences: f64, relation: Relation },
-    NumberParagraphs { num_paragraphs: f64 },
-    NumberWords { num_words: f64, relation: Relation },
-    NthParagraphFirstWord { num_paragraphs: usize, nth_paragraph: usize, first_word: String },
-    NumberPlaceholders { num_placeholders: f64 },
-    Postscript { pattern: Regex },
-    NumberBulletLists { num_bullets: f64 },
+    KeywordExistence {
+        keywords: Vec<Keyword>,
+    },
+    KeywordFrequency {
+        keyword: Keyword,
+        frequency: f64,
+        relation: Relation,
+    },
+    ForbiddenWords {
+        words: Vec<Keyword>,
+    },
+    LetterFrequency {
+        letter: char,
+        frequency: f64,
+        relation: Relation,
+    },
+    ResponseLanguage {
+        language: String,
+    },
+    NumberSentences {
+        num_sentences: f64,
+        relation: Relation,
+    },
+    NumberParagraphs {
+        num_paragraphs: f64,
+    },
+    NumberWords {
+        num_words: f64,
+        relation: Relation,
+    },
+    NthParagraphFirstWord {
+        num_paragraphs: usize,
+        nth_paragraph: usize,
+        first_word: String,
+    },
+    NumberPlaceholders {
+        num_placeholders: f64,
+    },
+    Postscript {
+        pattern: Regex,
+    },
+    NumberBulletLists {
+        num_bullets: f64,
+    },
     ConstrainedResponse,
-    NumberHighlightedSections { num_highlights: f64 },
-    MultipleSections { splitter: Regex, num_sections: f64 },
+    NumberHighlightedSections {
+        num_highlights: f64,
+    },
+    MultipleSections {
+        splitter: Regex,
+        num_sections: f64,
+    },
     JsonFormat,
     Title,
     TwoResponses,
-    RepeatPrompt { prompt_to_repeat: String },
-    EndChecker { end_phrase: String },
-    CapitalWordFrequency { frequency: f64, relation: Relation },
+    RepeatPrompt {
+        prompt_to_repeat: String,
+    },
+    EndChecker {
+        end_phrase: String,
+    },
+    CapitalWordFrequency {
+        frequency: f64,
+        relation: Relation,
+    },
     EnglishCapital,
     EnglishLowercase,
     NoComma,
@@ -130,10 +174,14 @@ impl Args<'_> {
         match self.take(name) {
             Some(Value::Number(n)) => match n.as_f64() {
                 Some(x) if x >= 0.0 => Ok(x),
-                _ => Err(self.err(&format!("`{name}` is negative: the reference draws it at random"))),
+                _ => Err(self.err(&format!(
+                    "`{name}` is negative: the reference draws it at random"
+                ))),
             },
             Some(other) => Err(self.err(&format!("`{name}` must be a number, not {other}"))),
-            None => Err(self.err(&format!("`{name}` is missing: the reference draws it at random"))),
+            None => Err(self.err(&format!(
+                "`{name}` is missing: the reference draws it at random"
+            ))),
         }
     }
 
@@ -141,7 +189,9 @@ impl Args<'_> {
         match self.take(name) {
             Some(Value::String(s)) => Ok(s),
             Some(other) => Err(self.err(&format!("`{name}` must be a string, not {other}"))),
-            None => Err(self.err(&format!("`{name}` is missing: the reference draws it at random"))),
+            None => Err(self.err(&format!(
+                "`{name}` is missing: the reference draws it at random"
+            ))),
         }
     }
 
@@ -163,7 +213,9 @@ impl Args<'_> {
                 })
                 .collect(),
             Some(other) => Err(self.err(&format!("`{name}` must be a list, not {other}"))),
-            None => Err(self.err(&format!("`{name}` is missing: the reference draws it at random"))),
+            None => Err(self.err(&format!(
+                "`{name}` is missing: the reference draws it at random"
+            ))),
         }
     }
 
@@ -176,7 +228,9 @@ impl Args<'_> {
     }
 }
 
-const REGEX_SYNTAX: &[char] = &['.', '^', '$', '*', '+', '?', '{', '}', '[', ']', '\\', '|', '(', ')'];
+const REGEX_SYNTAX: &[char] = &[
+    '.', '^', '$', '*', '+', '?', '{', '}', '[', ']', '\\', '|', '(', ')',
+];
 
 /// A Python regex fragment for the `regex` crate: `\s`, `\d`, `\w` become Python's sets.
 fn translate_fragment(pattern: &str) -> String {
@@ -191,8 +245,14 @@ fn keyword(id: &str, text: &str, whole_word: bool) -> Result<Keyword, String> {
         return Ok(Keyword::Literal(text.chars().collect()));
     }
     let body = translate_fragment(text);
-    let pattern = if whole_word { format!(r"(?i)\b{body}\b") } else { format!("(?i){body}") };
-    Regex::new(&pattern).map(Keyword::Regex).map_err(|e| format!("{id}: keyword {text:?}: {e}"))
+    let pattern = if whole_word {
+        format!(r"(?i)\b{body}\b")
+    } else {
+        format!("(?i){body}")
+    };
+    Regex::new(&pattern)
+        .map(Keyword::Regex)
+        .map_err(|e| format!("{id}: keyword {text:?}: {e}"))
 }
 
 fn postscript_pattern(id: &str, marker: &str) -> Result<Regex, String> {
@@ -216,14 +276,22 @@ fn section_pattern(id: &str, splitter: &str) -> Result<Regex, String> {
 /// Builds the checker for `id` from its kwargs object, as `build_description` would.
 pub fn build(id: &str, kwargs: &Value) -> Result<Instruction, String> {
     let map = match kwargs {
-        Value::Object(m) => m.iter().filter(|(_, v)| truthy(v)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        Value::Object(m) => m
+            .iter()
+            .filter(|(_, v)| truthy(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         Value::Null => Map::new(),
         other => return Err(format!("{id}: kwargs must be an object, not {other}")),
     };
     let mut a = Args { id, map };
     let instruction = match id {
         "keywords:existence" => Instruction::KeywordExistence {
-            keywords: a.strings("keywords")?.iter().map(|k| keyword(id, k, false)).collect::<Result<_, _>>()?,
+            keywords: a
+                .strings("keywords")?
+                .iter()
+                .map(|k| keyword(id, k, false))
+                .collect::<Result<_, _>>()?,
         },
         "keywords:frequency" => {
             let word = a.string("keyword")?;
@@ -234,7 +302,11 @@ pub fn build(id: &str, kwargs: &Value) -> Result<Instruction, String> {
             }
         }
         "keywords:forbidden_words" => Instruction::ForbiddenWords {
-            words: a.strings("forbidden_words")?.iter().map(|k| keyword(id, k, true)).collect::<Result<_, _>>()?,
+            words: a
+                .strings("forbidden_words")?
+                .iter()
+                .map(|k| keyword(id, k, true))
+                .collect::<Result<_, _>>()?,
         },
         "keywords:letter_frequency" => {
             let given = a.string("letter")?;
@@ -250,33 +322,37 @@ pub fn build(id: &str, kwargs: &Value) -> Result<Instruction, String> {
                 relation: a.relation("let_relation")?,
             }
         }
-        "language:response_language" => Instruction::ResponseLanguage { language: a.string("language")? },
+        "language:response_language" => Instruction::ResponseLanguage {
+            language: a.string("language")?,
+        },
         "length_constraints:number_sentences" => Instruction::NumberSentences {
             num_sentences: a.count("num_sentences")?,
             relation: a.relation("relation")?,
         },
-        "length_constraints:number_paragraphs" => {
-            Instruction::NumberParagraphs { num_paragraphs: a.count("num_paragraphs")? }
-        }
+        "length_constraints:number_paragraphs" => Instruction::NumberParagraphs {
+            num_paragraphs: a.count("num_paragraphs")?,
+        },
         "length_constraints:number_words" => Instruction::NumberWords {
             num_words: a.count("num_words")?,
             relation: a.relation("relation")?,
         },
         "length_constraints:nth_paragraph_first_word" => nth_paragraph(&mut a)?,
-        "detectable_content:number_placeholders" => {
-            Instruction::NumberPlaceholders { num_placeholders: a.count("num_placeholders")? }
-        }
+        "detectable_content:number_placeholders" => Instruction::NumberPlaceholders {
+            num_placeholders: a.count("num_placeholders")?,
+        },
         "detectable_content:postscript" => {
             let marker = a.string("postscript_marker")?;
-            Instruction::Postscript { pattern: postscript_pattern(id, pytext::strip(&marker))? }
+            Instruction::Postscript {
+                pattern: postscript_pattern(id, pytext::strip(&marker))?,
+            }
         }
-        "detectable_format:number_bullet_lists" => {
-            Instruction::NumberBulletLists { num_bullets: a.count("num_bullets")? }
-        }
+        "detectable_format:number_bullet_lists" => Instruction::NumberBulletLists {
+            num_bullets: a.count("num_bullets")?,
+        },
         "detectable_format:constrained_response" => Instruction::ConstrainedResponse,
-        "detectable_format:number_highlighted_sections" => {
-            Instruction::NumberHighlightedSections { num_highlights: a.count("num_highlights")? }
-        }
+        "detectable_format:number_highlighted_sections" => Instruction::NumberHighlightedSections {
+            num_highlights: a.count("num_highlights")?,
+        },
         "detectable_format:multiple_sections" => {
             let splitter = a.string("section_spliter")?;
             Instruction::MultipleSections {
@@ -287,12 +363,12 @@ pub fn build(id: &str, kwargs: &Value) -> Result<Instruction, String> {
         "detectable_format:json_format" => Instruction::JsonFormat,
         "detectable_format:title" => Instruction::Title,
         "combination:two_responses" => Instruction::TwoResponses,
-        "combination:repeat_prompt" => {
-            Instruction::RepeatPrompt { prompt_to_repeat: a.string("prompt_to_repeat")? }
-        }
-        "startend:end_checker" => {
-            Instruction::EndChecker { end_phrase: pytext::lower(pytext::strip(&a.string("end_phrase")?)) }
-        }
+        "combination:repeat_prompt" => Instruction::RepeatPrompt {
+            prompt_to_repeat: a.string("prompt_to_repeat")?,
+        },
+        "startend:end_checker" => Instruction::EndChecker {
+            end_phrase: pytext::lower(pytext::strip(&a.string("end_phrase")?)),
+        },
         "change_case:capital_word_frequency" => capital_word_frequency(&mut a)?,
         "change_case:english_capital" => Instruction::EnglishCapital,
         "change_case:english_lowercase" => Instruction::EnglishLowercase,
@@ -319,9 +395,20 @@ fn nth_paragraph(a: &mut Args) -> Result<Instruction, String> {
 /// `capital_frequency` may be negative here: this checker only redraws a missing one.
 fn capital_word_frequency(a: &mut Args) -> Result<Instruction, String> {
     let frequency = match a.take("capital_frequency") {
-        Some(Value::Number(n)) => n.as_f64().ok_or_else(|| a.err("`capital_frequency` is not a number"))?,
-        Some(other) => return Err(a.err(&format!("`capital_frequency` must be a number, not {other}"))),
-        None => return Err(a.err("`capital_frequency` is missing: the reference draws it at random")),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .ok_or_else(|| a.err("`capital_frequency` is not a number"))?,
+        Some(other) => {
+            return Err(a.err(&format!(
+                "`capital_frequency` must be a number, not {other}"
+            )))
+        }
+        None => {
+            return Err(a.err("`capital_frequency` is missing: the reference draws it at random"))
+        }
     };
-    Ok(Instruction::CapitalWordFrequency { frequency, relation: a.relation("capital_relation")? })
+    Ok(Instruction::CapitalWordFrequency {
+        frequency,
+        relation: a.relation("capital_relation")?,
+    })
 }

@@ -33,8 +33,14 @@ pub fn detect(text: &str) -> Option<String> {
 mod tests {
     #[test]
     fn detects_like_seeded_langdetect() {
-        assert_eq!(super::detect("Ein, zwei, drei, vier").as_deref(), Some("de"));
-        assert_eq!(super::detect("This is an English sentence.").as_deref(), Some("en"));
+        assert_eq!(
+            super::detect("Ein, zwei, drei, vier").as_deref(),
+            Some("de")
+        );
+        assert_eq!(
+            super::detect("This is an English sentence.").as_deref(),
+            Some("en")
+        );
         assert_eq!(super::detect("1234 !!"), None);
     }
 }

@@ -33,6 +33,7 @@ pub mod punkt;
 mod pyjson;
 pub mod pytext;
 mod report;
+#[rustfmt::skip]
 mod unicode_tables;
 pub mod word_tokenize;
 
@@ -73,11 +74,18 @@ struct RawItem {
 }
 
 fn read(path: &Path) -> Result<String, EvalError> {
-    std::fs::read_to_string(path).map_err(|source| EvalError::Io { path: path.to_owned(), source })
+    std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn data_error(path: &Path, line: usize, message: impl Into<String>) -> EvalError {
-    EvalError::Data { path: path.to_owned(), line, message: message.into() }
+    EvalError::Data {
+        path: path.to_owned(),
+        line,
+        message: message.into(),
+    }
 }
 
 /// Reads IFEval's `input_data.jsonl` (`key`, `prompt`, `instruction_id_list`, `kwargs`; kwargs
@@ -90,7 +98,11 @@ pub fn load_inputs(path: impl AsRef<Path>) -> Result<Vec<IfevalItem>, EvalError>
 /// [`load_inputs`] on text already read; `origin` names it in errors.
 pub fn parse_inputs(text: &str, origin: &Path) -> Result<Vec<IfevalItem>, EvalError> {
     let mut items = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let raw: RawItem =
             serde_json::from_str(line).map_err(|e| data_error(origin, i + 1, e.to_string()))?;
         if raw.kwargs.len() < raw.instruction_id_list.len() {
@@ -126,7 +138,11 @@ pub fn loose_variants(response: &str) -> [String; 8] {
     let join = |ls: &[&str]| pytext::strip(&ls.join("\n")).to_owned();
     let remove_first = join(&lines[1..]);
     let remove_last = join(&lines[..n - 1]);
-    let remove_both = if n >= 2 { join(&lines[1..n - 1]) } else { String::new() };
+    let remove_both = if n >= 2 {
+        join(&lines[1..n - 1])
+    } else {
+        String::new()
+    };
     let unstar = |s: &str| s.replace('*', "");
     [
         response.to_owned(),
@@ -142,7 +158,11 @@ pub fn loose_variants(response: &str) -> [String; 8] {
 
 /// Scores one response against one item, strictly and loosely.
 pub fn score_response(item: &IfevalItem, response: &str) -> ItemVerdict {
-    let strict = item.instructions.iter().map(|i| follows(i, response)).collect();
+    let strict = item
+        .instructions
+        .iter()
+        .map(|i| follows(i, response))
+        .collect();
     let variants = loose_variants(response);
     let loose = item
         .instructions
@@ -174,7 +194,8 @@ pub fn load_responses(path: impl AsRef<Path>) -> Result<Vec<ResponseRow>, EvalEr
 /// Scores every row on its own and aggregates; `rows[i]` becomes verdict row `i`.
 pub fn score_rows(items: &[IfevalItem], rows: &[ResponseRow]) -> Result<Report, EvalError> {
     let by_key: HashMap<i64, &IfevalItem> = items.iter().map(|it| (it.key, it)).collect();
-    let by_prompt: HashMap<&str, &IfevalItem> = items.iter().map(|it| (it.prompt.as_str(), it)).collect();
+    let by_prompt: HashMap<&str, &IfevalItem> =
+        items.iter().map(|it| (it.prompt.as_str(), it)).collect();
     let mut verdicts = Vec::with_capacity(rows.len());
     for (row, r) in rows.iter().enumerate() {
         let item = match (&r.key, &r.prompt) {
@@ -182,14 +203,21 @@ pub fn score_rows(items: &[IfevalItem], rows: &[ResponseRow]) -> Result<Report, 
             (None, Some(p)) => by_prompt.get(p.as_str()).copied(),
             (None, None) => None,
         }
-        .ok_or_else(|| EvalError::Invalid(format!("response row {row}: no IFEval item with that key or prompt")))?;
+        .ok_or_else(|| {
+            EvalError::Invalid(format!(
+                "response row {row}: no IFEval item with that key or prompt"
+            ))
+        })?;
         verdicts.push((item, score_response(item, &r.response)));
     }
     Ok(Report::new(&verdicts))
 }
 
 /// Loads both files and scores them: what `pocket eval ifeval` needs.
-pub fn score_file(inputs: impl AsRef<Path>, responses: impl AsRef<Path>) -> Result<Report, EvalError> {
+pub fn score_file(
+    inputs: impl AsRef<Path>,
+    responses: impl AsRef<Path>,
+) -> Result<Report, EvalError> {
     let items = load_inputs(inputs)?;
     let rows = load_responses(responses)?;
     score_rows(&items, &rows)

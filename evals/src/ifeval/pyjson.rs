@@ -9,7 +9,10 @@
 
 /// `json.loads(text)` raises no `ValueError`.
 pub fn loads_ok(text: &str) -> bool {
-    let mut p = Parser { s: text.as_bytes(), i: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+    };
     p.skip_ws();
     if p.value().is_none() {
         return false;
@@ -213,9 +216,21 @@ mod tests {
     #[test]
     fn accepts_what_python_accepts() {
         for ok in [
-            "{}", "[]", " 1 ", "-0", "1.5e10", "1E-5", "\"s\"", "NaN", "-Infinity",
-            "{\"a\": [1, {\"b\": null}], \"c\": true}", "\"\\ud800\"", "[1,\n2]", "1e5",
-            "{\"nan\": NaN, \"inf\": Infinity}", "\"\u{7f}\"",
+            "{}",
+            "[]",
+            " 1 ",
+            "-0",
+            "1.5e10",
+            "1E-5",
+            "\"s\"",
+            "NaN",
+            "-Infinity",
+            "{\"a\": [1, {\"b\": null}], \"c\": true}",
+            "\"\\ud800\"",
+            "[1,\n2]",
+            "1e5",
+            "{\"nan\": NaN, \"inf\": Infinity}",
+            "\"\u{7f}\"",
         ] {
             assert!(loads_ok(ok), "{ok:?}");
         }
@@ -224,9 +239,27 @@ mod tests {
     #[test]
     fn rejects_what_python_rejects() {
         for bad in [
-            "", " ", "{\"a\": 1,}", "{'a': 1}", "01", "1.", ".5", "+1", "[1, 2",
-            "\"line\nbreak\"", "\"\\x41\"", "{\"a\" 1}", "nul", "-", "1 2", "\u{feff}{}",
-            "[1,]", "{1: 2}", "\"\\u12G4\"", "-Inf", "\u{a0}1",
+            "",
+            " ",
+            "{\"a\": 1,}",
+            "{'a': 1}",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "[1, 2",
+            "\"line\nbreak\"",
+            "\"\\x41\"",
+            "{\"a\" 1}",
+            "nul",
+            "-",
+            "1 2",
+            "\u{feff}{}",
+            "[1,]",
+            "{1: 2}",
+            "\"\\u12G4\"",
+            "-Inf",
+            "\u{a0}1",
         ] {
             assert!(!loads_ok(bad), "{bad:?}");
         }

@@ -132,7 +132,11 @@ pub fn lower(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for (i, &c) in chars.iter().enumerate() {
         if c == CAPITAL_SIGMA {
-            out.push(if is_final_sigma(&chars, i) { 'ς' } else { 'σ' });
+            out.push(if is_final_sigma(&chars, i) {
+                'ς'
+            } else {
+                'σ'
+            });
         } else if let Some(mapped) = lookup(tables::PY_LOWER_MAP, c) {
             out.push_str(mapped);
         } else {
@@ -226,7 +230,10 @@ mod tests {
         assert!(!rx_is_space('\x1c'));
         assert_eq!(strip("\x1f a \u{3000}"), "a");
         assert!(!is_space('\u{200b}'));
-        assert_eq!(split_whitespace(" a\x1cb  c ").collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(
+            split_whitespace(" a\x1cb  c ").collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
     }
 
     #[test]

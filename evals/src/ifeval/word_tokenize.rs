@@ -108,16 +108,66 @@ struct Contraction {
 }
 
 const CONTRACTIONS: [Contraction; 10] = [
-    Contraction { lead_space: false, a: "can", b: "not", space_after: false },
-    Contraction { lead_space: false, a: "d", b: "'ye", space_after: false },
-    Contraction { lead_space: false, a: "gim", b: "me", space_after: false },
-    Contraction { lead_space: false, a: "gon", b: "na", space_after: false },
-    Contraction { lead_space: false, a: "got", b: "ta", space_after: false },
-    Contraction { lead_space: false, a: "lem", b: "me", space_after: false },
-    Contraction { lead_space: false, a: "more", b: "'n", space_after: false },
-    Contraction { lead_space: false, a: "wan", b: "na", space_after: true },
-    Contraction { lead_space: true, a: "'t", b: "is", space_after: false },
-    Contraction { lead_space: true, a: "'t", b: "was", space_after: false },
+    Contraction {
+        lead_space: false,
+        a: "can",
+        b: "not",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "d",
+        b: "'ye",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "gim",
+        b: "me",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "gon",
+        b: "na",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "got",
+        b: "ta",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "lem",
+        b: "me",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "more",
+        b: "'n",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: false,
+        a: "wan",
+        b: "na",
+        space_after: true,
+    },
+    Contraction {
+        lead_space: true,
+        a: "'t",
+        b: "is",
+        space_after: false,
+    },
+    Contraction {
+        lead_space: true,
+        a: "'t",
+        b: "was",
+        space_after: false,
+    },
 ];
 
 impl Contraction {
@@ -196,7 +246,10 @@ pub fn treebank_tokens(sentence: &str) -> Vec<String> {
 
 /// `nltk.word_tokenize(text)`.
 pub fn word_tokenize(text: &str) -> Vec<String> {
-    punkt::sentences(text).into_iter().flat_map(treebank_tokens).collect()
+    punkt::sentences(text)
+        .into_iter()
+        .flat_map(treebank_tokens)
+        .collect()
 }
 
 #[cfg(test)]
@@ -218,6 +271,9 @@ mod tests {
             treebank_tokens("I can't, 'tis 'quoted'."),
             ["I", "ca", "n't", ",", "'", "tis", "'", "quoted", "'", "."]
         );
-        assert_eq!(treebank_tokens("It's 'twas, gonna"), ["It", "'s", "'", "twas", ",", "gon", "na"]);
+        assert_eq!(
+            treebank_tokens("It's 'twas, gonna"),
+            ["It", "'s", "'", "twas", ",", "gon", "na"]
+        );
     }
 }

@@ -34,8 +34,25 @@ fn is_sent_end(c: char) -> bool {
 fn is_after_punct(c: char) -> bool {
     matches!(
         c,
-        ')' | '"' | ';' | '}' | ']' | '*' | ':' | '@' | '\'' | '(' | '{' | '[' | '\u{2018}'
-            | '\u{2019}' | '\u{201C}' | '\u{201D}' | '\u{AB}' | '\u{BB}' | '?' | '!'
+        ')' | '"'
+            | ';'
+            | '}'
+            | ']'
+            | '*'
+            | ':'
+            | '@'
+            | '\''
+            | '('
+            | '{'
+            | '['
+            | '\u{2018}'
+            | '\u{2019}'
+            | '\u{201C}'
+            | '\u{201D}'
+            | '\u{AB}'
+            | '\u{BB}'
+            | '?'
+            | '!'
     )
 }
 
@@ -48,9 +65,16 @@ fn candidates(text: &str) -> Vec<Candidate> {
         if !is_sent_end(c) {
             continue;
         }
-        let Some(&(_, next)) = chars.get(i + 1) else { continue };
+        let Some(&(_, next)) = chars.get(i + 1) else {
+            continue;
+        };
         if is_after_punct(next) {
-            out.push(Candidate { start: b, end: b + 1, after_end: byte_at(i + 2), next_tok: None });
+            out.push(Candidate {
+                start: b,
+                end: b + 1,
+                after_end: byte_at(i + 2),
+                next_tok: None,
+            });
         } else if pytext::rx_is_space(next) {
             let mut j = i + 1;
             while j < chars.len() && pytext::rx_is_space(chars[j].1) {
@@ -76,7 +100,9 @@ fn candidates(text: &str) -> Vec<Candidate> {
 /// `_get_last_whitespace_index`: the last ASCII whitespace in `s`, or 0 when there is none
 /// (so whitespace at index 0 also reads as "none", as in NLTK).
 fn last_whitespace_index(s: &str) -> usize {
-    s.bytes().rposition(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)).unwrap_or(0)
+    s.bytes()
+        .rposition(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .unwrap_or(0)
 }
 
 /// `_match_potential_end_contexts`: each candidate with the text Punkt decides on (the word
@@ -92,7 +118,11 @@ fn end_contexts<'t>(text: &'t str, cands: &'t [Candidate]) -> Vec<(&'t Candidate
     for m in cands {
         let before = &text[prev_slice.1..m.start];
         let idx = last_whitespace_index(before);
-        let word_start = if idx != 0 { idx + prev_slice.1 + 1 } else { prev_slice.0 };
+        let word_start = if idx != 0 {
+            idx + prev_slice.1 + 1
+        } else {
+            prev_slice.0
+        };
         let word = (word_start, m.start);
         if let Some(p) = prev {
             if prev_slice.1 <= word.0 {
@@ -112,7 +142,8 @@ fn end_contexts<'t>(text: &'t str, cands: &'t [Candidate]) -> Vec<(&'t Candidate
 fn contains_sentbreak(context: &str, params: &PunktParams) -> bool {
     let mut toks = tokens::tokenize_words(context);
     tokens::annotate(&mut toks, params);
-    toks.split_last().is_some_and(|(_, init)| init.iter().any(|t| t.sentbreak))
+    toks.split_last()
+        .is_some_and(|(_, init)| init.iter().any(|t| t.sentbreak))
 }
 
 /// `_slices_from_text`: sentence spans before realignment (`start` may exceed `end`, which
@@ -134,7 +165,15 @@ fn raw_slices(text: &str, params: &PunktParams) -> Vec<(usize, usize)> {
 fn is_closing(c: char) -> bool {
     matches!(
         c,
-        '"' | '\'' | ')' | ']' | '}' | '\u{2018}' | '\u{2019}' | '\u{201C}' | '\u{201D}' | '\u{AB}'
+        '"' | '\''
+            | ')'
+            | ']'
+            | '}'
+            | '\u{2018}'
+            | '\u{2019}'
+            | '\u{201C}'
+            | '\u{201D}'
+            | '\u{AB}'
             | '\u{BB}'
     )
 }
@@ -216,9 +255,18 @@ mod tests {
     fn splits_like_nltk() {
         assert_eq!(
             sentences("Hello Dr. Smith. He went to the U.S. yesterday! Really?  \"Yes.\" Ok."),
-            ["Hello Dr. Smith.", "He went to the U.S. yesterday!", "Really?", "\"Yes.\"", "Ok."]
+            [
+                "Hello Dr. Smith.",
+                "He went to the U.S. yesterday!",
+                "Really?",
+                "\"Yes.\"",
+                "Ok."
+            ]
         );
-        assert_eq!(sentences("Very bad acting!!! I promise."), ["Very bad acting!!!", "I promise."]);
+        assert_eq!(
+            sentences("Very bad acting!!! I promise."),
+            ["Very bad acting!!!", "I promise."]
+        );
         assert!(sentences("").is_empty() && sentences("  \n").is_empty());
         assert_eq!(sentences("(Sent1.) Sent2."), ["(Sent1.)", "Sent2."]);
     }

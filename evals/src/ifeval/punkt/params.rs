@@ -76,7 +76,9 @@ mod tests {
         assert_eq!(p.abbrev_types.len(), 156);
         assert!(p.abbrev_types.contains("dr") && p.abbrev_types.contains(". . "));
         assert_eq!(p.collocations.len(), 37);
-        assert!(p.collocations.contains(&("j".to_owned(), "aron".to_owned())));
+        assert!(p
+            .collocations
+            .contains(&("j".to_owned(), "aron".to_owned())));
         assert_eq!(p.sent_starters.len(), 39);
         assert_eq!(p.ortho_context.len(), 20366);
         assert_eq!(p.ortho("a"), 126);

@@ -20,8 +20,25 @@ use crate::ifeval::pytext;
 fn is_non_word(c: char) -> bool {
     matches!(
         c,
-        ')' | '"' | ';' | '}' | ']' | '*' | ':' | '@' | '\'' | '(' | '{' | '[' | '\u{2018}'
-            | '\u{2019}' | '\u{201C}' | '\u{201D}' | '\u{AB}' | '\u{BB}' | '?' | '!'
+        ')' | '"'
+            | ';'
+            | '}'
+            | ']'
+            | '*'
+            | ':'
+            | '@'
+            | '\''
+            | '('
+            | '{'
+            | '['
+            | '\u{2018}'
+            | '\u{2019}'
+            | '\u{201C}'
+            | '\u{201D}'
+            | '\u{AB}'
+            | '\u{BB}'
+            | '?'
+            | '!'
     )
 }
 
@@ -29,7 +46,20 @@ fn is_non_word(c: char) -> bool {
 fn is_word_start(c: char) -> bool {
     !matches!(
         c,
-        '(' | '"' | '`' | '{' | '[' | ':' | ';' | '&' | '#' | '*' | '@' | ')' | '}' | ']' | '-'
+        '(' | '"'
+            | '`'
+            | '{'
+            | '['
+            | ':'
+            | ';'
+            | '&'
+            | '#'
+            | '*'
+            | '@'
+            | ')'
+            | '}'
+            | ']'
+            | '-'
             | ','
     )
 }
@@ -43,7 +73,8 @@ fn multi_char(c: &[char], p: usize) -> Option<usize> {
         Some('.') => {
             let mut pairs = 0;
             while c.get(p + 2 * pairs) == Some(&'.')
-                && c.get(p + 2 * pairs + 1).is_some_and(|&x| pytext::rx_is_space(x))
+                && c.get(p + 2 * pairs + 1)
+                    .is_some_and(|&x| pytext::rx_is_space(x))
             {
                 pairs += 1;
             }
@@ -130,13 +161,19 @@ fn is_numeric(s: &str) -> bool {
         return false;
     }
     // (`$` could also match before a final newline, but tokens never contain one.)
-    c[i + 1..].iter().all(|&x| pytext::rx_is_digit(x) || matches!(x, ',' | '.' | '-'))
+    c[i + 1..]
+        .iter()
+        .all(|&x| pytext::rx_is_digit(x) || matches!(x, ',' | '.' | '-'))
 }
 
 impl Token {
     pub fn new(tok: String) -> Token {
         let lowered = pytext::lower(&tok);
-        let typ = if is_numeric(&lowered) { "##number##".to_owned() } else { lowered };
+        let typ = if is_numeric(&lowered) {
+            "##number##".to_owned()
+        } else {
+            lowered
+        };
         Token {
             period_final: tok.ends_with('.'),
             tok,
@@ -249,7 +286,10 @@ fn second_pass(t1: &mut Token, t2: &Token, params: &PunktParams) {
     let typ = t1.type_no_period().to_owned();
     let next_typ = t2.type_no_sentperiod();
     let is_initial = t1.is_initial();
-    if params.collocations.contains(&(typ.clone(), next_typ.to_owned())) {
+    if params
+        .collocations
+        .contains(&(typ.clone(), next_typ.to_owned()))
+    {
         t1.sentbreak = false;
         t1.abbr = true;
         return;
@@ -299,13 +339,19 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         let c: Vec<char> = s.chars().collect();
-        word_spans(&c).into_iter().map(|(a, b)| c[a..b].iter().collect()).collect()
+        word_spans(&c)
+            .into_iter()
+            .map(|(a, b)| c[a..b].iter().collect())
+            .collect()
     }
 
     #[test]
     fn splits_punctuation_but_keeps_periods() {
         assert_eq!(words("Hello, world."), ["Hello", ",", "world."]);
-        assert_eq!(words("a,b (c) end..."), ["a,b", "(", "c", ")", "end", "..."]);
+        assert_eq!(
+            words("a,b (c) end..."),
+            ["a,b", "(", "c", ")", "end", "..."]
+        );
         assert_eq!(words("x . . . y"), ["x", ". . .", "y"]);
         assert_eq!(words("--x \"q\""), ["--", "x", "\"", "q", "\""]);
     }
