@@ -168,3 +168,37 @@ fn score_file_reads_both_files() {
     assert!(err.contains("responses.jsonl:1:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Keywords, markers and splitters with regex syntax take the `regex` crate path (documented
+/// as close to Python, not guaranteed equal); these simple ones agree with the reference.
+#[test]
+fn regex_syntax_arguments_behave_like_python_on_simple_patterns() {
+    let item = one(
+        r#"["keywords:existence", "keywords:forbidden_words"]"#,
+        r#"[{"keywords": ["colou?r"]}, {"forbidden_words": ["ca.t"]}]"#,
+    );
+    assert_eq!(
+        ifeval::score_response(&item, "COLOR of the cart").strict,
+        [true, false]
+    );
+
+    let marker = |m: &str, text: &str| {
+        let kwargs = format!(r#"[{{"postscript_marker": "{m}"}}]"#);
+        let item = one(r#"["detectable_content:postscript"]"#, &kwargs);
+        ifeval::score_response(&item, text).strict[0]
+    };
+    assert!(marker("P.S", "Hello\np-s later"));
+    assert!(marker("Note:", "Hello\n NOTE: later"));
+
+    let item = one(
+        r#"["detectable_format:multiple_sections", "keywords:letter_frequency"]"#,
+        concat!(
+            r#"[{"section_spliter": " Part ", "num_sections": 2}, "#,
+            r#"{"letter": "A", "let_frequency": 3, "let_relation": "less than"}]"#
+        ),
+    );
+    assert_eq!(
+        ifeval::score_response(&item, "Part 1 a Part2 banana").strict,
+        [true, false]
+    );
+}
