@@ -4,17 +4,26 @@
 use crate::term::thousands;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use pocket::calibrate::{calibrate, BUILTIN_TEXT};
+use pocket::loader::LoadedModel;
 use pocket_formats::convert::{write_pocket, ConvertReport};
-use pocket_formats::recipe::Recipe;
+use pocket_formats::recipe::{CalibrationInfo, Recipe};
 use pocket_formats::source::Source;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
+/// Where calibration text comes from (`--calib`).
+pub struct CalibArgs<'a> {
+    pub calib: &'a str,
+    pub tokens: usize,
+}
+
 pub fn convert(
     input: &Path,
     output: &Path,
     recipe: &Recipe,
+    calib: &CalibArgs,
     quiet: bool,
 ) -> Result<(ConvertReport, f64)> {
     let source = Source::open(input)?;
@@ -24,14 +33,48 @@ pub fn convert(
             output.display()
         );
     }
-    let bar = progress_bar(quiet);
     let start = Instant::now();
+    let mut recipe = recipe.clone();
+    // Weights imported already quantized (QAT) keep their grid; the model cannot run from
+    // such a checkpoint before conversion, so it is not calibrated.
+    let qat_source = source
+        .tensors()
+        .iter()
+        .any(|t| t.stored.is_some_and(|q| q.is_quantized()));
+    let importance = if recipe.searches_q4() && calib.calib != "none" && !qat_source {
+        let (text, origin) = match calib.calib {
+            "builtin" => (BUILTIN_TEXT.to_string(), "builtin".to_string()),
+            path => (
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("{path}: cannot read the calibration text"))?,
+                path.to_string(),
+            ),
+        };
+        let model = LoadedModel::open(input)?;
+        let bar = progress_bar(quiet);
+        bar.set_message("calibrating");
+        let c = calibrate(&model, &text, calib.tokens, 512, &|done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        })
+        .with_context(|| format!("calibrating on {origin}"))?;
+        bar.finish_and_clear();
+        recipe.calibration = Some(CalibrationInfo {
+            text: origin,
+            tokens: c.tokens,
+        });
+        Some(c.importance)
+    } else {
+        None
+    };
+    let recipe = &recipe;
+    let bar = progress_bar(quiet);
     let progress = |done: u64, total: u64, name: &str| {
         bar.set_length(total);
         bar.set_position(done);
         bar.set_message(name.to_string());
     };
-    let report = write_pocket(&source, recipe, output, &progress)
+    let report = write_pocket(&source, recipe, importance.as_ref(), output, &progress)
         .with_context(|| format!("writing {}", output.display()))?;
     bar.finish_and_clear();
     Ok((report, start.elapsed().as_secs_f64()))

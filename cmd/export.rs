@@ -1,6 +1,6 @@
 //! `pocket export`: turn a Hugging Face checkpoint into a deployable file.
 
-use crate::convert::{convert, print_summary, progress_bar};
+use crate::convert::{convert, print_summary, progress_bar, CalibArgs};
 use crate::quant_args::QuantArgs;
 use anyhow::Result;
 use anyhow::{bail, Context};
@@ -56,7 +56,16 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
         _ => {}
     }
     let recipe = args.quant.recipe(None)?;
-    let (report, secs) = convert(&args.input, &args.output, &recipe, args.json)?;
+    let (report, secs) = convert(
+        &args.input,
+        &args.output,
+        &recipe,
+        &CalibArgs {
+            calib: &args.quant.calib,
+            tokens: args.quant.calib_tokens,
+        },
+        args.json,
+    )?;
     if args.json {
         println!("{}", serde_json::json!({"seconds": secs, "report": report}));
     } else {

@@ -18,6 +18,14 @@ pub struct QuantArgs {
     /// Symmetric Q4 (one scale per block) instead of asymmetric (scale and zero point)
     #[arg(long)]
     pub sym: bool,
+    /// Calibration text for the Q4 scale search: the model is run over it first and each
+    /// weight's error is weighted by its input's activations. `builtin` (default) uses a short
+    /// mixed text shipped with pocket; `none` searches on the weights alone
+    #[arg(long, value_name = "FILE|builtin|none", default_value = "builtin")]
+    pub calib: String,
+    /// Tokens of calibration text to run (in chunks of 512)
+    #[arg(long, default_value_t = 1024)]
+    pub calib_tokens: usize,
 }
 
 #[derive(Args, Clone)]

@@ -1,6 +1,6 @@
 //! `pocket quantize`: the quantizer with every knob and a per-tensor error report.
 
-use crate::convert::{convert, print_summary, print_table};
+use crate::convert::{convert, print_summary, print_table, CalibArgs};
 use crate::quant_args::{QuantArgs, RecipeArgs};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -40,7 +40,16 @@ pub struct QuantizeArgs {
 
 pub fn main(args: QuantizeArgs) -> Result<ExitCode> {
     let recipe = args.quant.recipe(Some(&args.recipe))?;
-    let (report, secs) = convert(&args.input, &args.output, &recipe, args.json)?;
+    let (report, secs) = convert(
+        &args.input,
+        &args.output,
+        &recipe,
+        &CalibArgs {
+            calib: &args.quant.calib,
+            tokens: args.quant.calib_tokens,
+        },
+        args.json,
+    )?;
     let full = serde_json::json!({"seconds": secs, "recipe": recipe, "report": report});
     if let Some(path) = &args.report {
         std::fs::write(path, serde_json::to_string_pretty(&full)?)

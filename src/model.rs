@@ -36,6 +36,47 @@ impl Linear {
     }
 }
 
+/// Where a linear layer's input is seen by an [`Observer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Site {
+    /// The normed input of q/k/v_proj.
+    AttnIn,
+    /// The attention output, o_proj's input.
+    AttnOut,
+    /// The normed input of gate/up_proj.
+    MlpIn,
+    /// SiLU(gate)·up, down_proj's input.
+    MlpDown,
+    /// The final normed hidden state, the head's input (layer index = number of layers).
+    Head,
+}
+
+impl Site {
+    /// The HF names of the weights that read this input in `layer`.
+    pub fn weights(self, layer: usize, tied: bool) -> Vec<String> {
+        let p = format!("model.layers.{layer}");
+        match self {
+            Site::AttnIn => ["q_proj", "k_proj", "v_proj"]
+                .iter()
+                .map(|n| format!("{p}.self_attn.{n}.weight"))
+                .collect(),
+            Site::AttnOut => vec![format!("{p}.self_attn.o_proj.weight")],
+            Site::MlpIn => ["gate_proj", "up_proj"]
+                .iter()
+                .map(|n| format!("{p}.mlp.{n}.weight"))
+                .collect(),
+            Site::MlpDown => vec![format!("{p}.mlp.down_proj.weight")],
+            Site::Head if tied => vec!["model.embed_tokens.weight".into()],
+            Site::Head => vec!["lm_head.weight".into()],
+        }
+    }
+}
+
+/// Sees the input rows (`n × width`, row-major) of each linear layer during a batched pass.
+pub trait Observer {
+    fn observe(&mut self, layer: usize, site: Site, rows: &[f32]);
+}
+
 /// Which logits a batched forward pass returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Logits {
@@ -234,6 +275,18 @@ impl Model {
         tokens: &[u32],
         want: Logits,
     ) -> Result<Vec<f32>, Error> {
+        self.forward_batch_observed(state, tokens, want, None)
+    }
+
+    /// [`Model::forward_batch`], showing every linear layer's input rows to `obs` (activation
+    /// statistics for calibrated quantization).
+    pub fn forward_batch_observed(
+        &self,
+        state: &mut State,
+        tokens: &[u32],
+        want: Logits,
+        mut obs: Option<&mut dyn Observer>,
+    ) -> Result<Vec<f32>, Error> {
         let s = &self.spec;
         let (n, h, d) = (tokens.len(), s.hidden_size, s.head_dim);
         let pos = state.cache.len();
@@ -261,8 +314,15 @@ impl Model {
             }
             out
         };
+        let observing = obs.is_some();
+        let mut see = |layer: usize, site: Site, rows: &[f32]| {
+            if let Some(o) = obs.as_deref_mut() {
+                o.observe(layer, site, rows);
+            }
+        };
         for (li, layer) in self.layers.iter().enumerate() {
             let xn = norm_rows(&x, &layer.input_norm);
+            see(li, Site::AttnIn, &xn);
             let mut q = layer.q_proj.forward_batch(&xn, n);
             let mut k = layer.k_proj.forward_batch(&xn, n);
             let v = layer.v_proj.forward_batch(&xn, n);
@@ -299,17 +359,23 @@ impl Model {
                         scores,
                     )
                 });
+            see(li, Site::AttnOut, &attn);
             let o = layer.o_proj.forward_batch(&attn, n);
             add_in_place(&mut x, &o);
 
             let xn = norm_rows(&x, &layer.post_attention_norm);
+            see(li, Site::MlpIn, &xn);
             let mut gate = layer.gate_proj.forward_batch(&xn, n);
             let up = layer.up_proj.forward_batch(&xn, n);
             silu_mul(&mut gate, &up);
+            see(li, Site::MlpDown, &gate);
             let down = layer.down_proj.forward_batch(&gate, n);
             add_in_place(&mut x, &down);
         }
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        if observing {
+            see(self.layers.len(), Site::Head, &norm_rows(&x, &self.norm));
+        }
         Ok(match want {
             Logits::None => Vec::new(),
             Logits::Last => {

@@ -5,6 +5,7 @@
 //! The kernels here are the scalar reference: decode a row with the codec's own definition
 //! (`pocket_formats::quant`), then a dot product.
 
+use crate::kernels::{self, act::QuantActs, q4::Q4Matrix, q8::Q8Matrix, Activations, Isa};
 use crate::Error;
 use pocket_formats::bytes::ByteView;
 use pocket_formats::gguf::{ggml, GgmlType, GgufFile};
@@ -34,9 +35,6 @@ pub struct Matrix {
     /// q/k layout for `llama`).
     row_map: Option<Arc<[u32]>>,
 }
-
-/// Rows per parallel task: big enough to amortise scheduling, small enough to balance 2 cores.
-const ROWS_PER_TASK: usize = 32;
 
 impl Matrix {
     /// Wraps stored bytes, checking that their length fits `dtype` and the shape.
@@ -145,25 +143,65 @@ impl Matrix {
         }
     }
 
+    /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
+    fn int8_kernel(&self) -> Option<IntKernel<'_>> {
+        if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
+            return None;
+        }
+        let b = self.data.as_slice();
+        let (rows, cols) = (self.rows, self.cols);
+        match self.encoding {
+            Encoding::Pocket(QuantType::Q4 { block, sym }) => {
+                let (codes, params) = q4::planes(b, rows, cols);
+                Some(IntKernel::Q4(Q4Matrix {
+                    codes,
+                    params,
+                    rows,
+                    cols,
+                    block,
+                    sym,
+                }))
+            }
+            Encoding::Pocket(QuantType::Q8 { block }) => {
+                let (codes, scales) = b.split_at(rows * cols);
+                Some(IntKernel::Q8(Q8Matrix {
+                    codes,
+                    scales,
+                    rows,
+                    cols,
+                    block,
+                }))
+            }
+            _ => None,
+        }
+    }
+
     /// `y = W x`, rows split across the thread pool.
     pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
         assert!(x.len() == self.cols && y.len() == self.rows);
-        y.par_chunks_mut(ROWS_PER_TASK)
-            .enumerate()
-            .for_each(|(chunk, ys)| {
-                let first = chunk * ROWS_PER_TASK;
-                let mut row = vec![0.0f32; self.cols];
-                for (i, yi) in ys.iter_mut().enumerate() {
-                    self.row(first + i, &mut row);
-                    *yi = crate::ops::dot(&row, x);
-                }
-            });
+        if let Some(k) = self.int8_kernel() {
+            let isa = kernels::active();
+            let mut a = QuantActs::default();
+            a.quantize(x, k.block(), k.chunk(isa));
+            par_rows(y, self.cols, |first, ys| k.dot_rows(isa, first, &a, ys));
+            return;
+        }
+        par_rows(y, self.cols, |first, ys| {
+            let mut row = vec![0.0f32; self.cols];
+            for (i, yi) in ys.iter_mut().enumerate() {
+                self.row(first + i, &mut row);
+                *yi = crate::ops::dot(&row, x);
+            }
+        });
     }
 
     /// `Y = X Wᵀ` for a batch of `n` activation rows (`x`: n × cols, `y`: n × rows): each
     /// weight row is decoded once and used for the whole batch (prefill, perplexity).
     pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
         assert!(x.len() == n * self.cols && y.len() == n * self.rows);
+        if let Some(k) = self.int8_kernel() {
+            return self.matmul_int8(&k, x, n, y);
+        }
         let (rows, cols) = (self.rows, self.cols);
         const TILE: usize = 16;
         let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(TILE))
@@ -188,6 +226,83 @@ impl Matrix {
             }
         }
     }
+
+    /// Batched int8 path: every token's activations are quantized once; each task takes a
+    /// band of rows (which stays in cache) across all tokens.
+    fn matmul_int8(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
+        let (rows, cols) = (self.rows, self.cols);
+        let isa = kernels::active();
+        let acts: Vec<QuantActs> = x
+            .par_chunks_exact(cols)
+            .map(|xt| {
+                let mut a = QuantActs::default();
+                a.quantize(xt, k.block(), k.chunk(isa));
+                a
+            })
+            .collect();
+        const BAND: usize = 64;
+        let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(BAND))
+            .into_par_iter()
+            .map(|band| {
+                let first = band * BAND;
+                let count = BAND.min(rows - first);
+                let mut part = vec![0.0f32; n * count];
+                for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
+                    k.dot_rows(isa, first, a, out);
+                }
+                (first, part)
+            })
+            .collect();
+        for (first, part) in parts {
+            let count = part.len() / n;
+            for (t, r) in part.chunks_exact(count).enumerate() {
+                y[t * rows + first..t * rows + first + count].copy_from_slice(r);
+            }
+        }
+    }
+}
+
+/// A quantized matrix in the form the int8 kernels take.
+enum IntKernel<'a> {
+    Q4(Q4Matrix<'a>),
+    Q8(Q8Matrix<'a>),
+}
+
+impl IntKernel<'_> {
+    fn block(&self) -> usize {
+        match self {
+            IntKernel::Q4(m) => m.block,
+            IntKernel::Q8(m) => m.block,
+        }
+    }
+
+    fn chunk(&self, isa: Isa) -> usize {
+        match self {
+            IntKernel::Q4(_) => kernels::q4::act_chunk(isa),
+            IntKernel::Q8(_) => 0,
+        }
+    }
+
+    fn dot_rows(&self, isa: Isa, first: usize, a: &QuantActs, y: &mut [f32]) {
+        match self {
+            IntKernel::Q4(m) => kernels::q4::dot_rows(isa, m, first, a, y),
+            IntKernel::Q8(m) => kernels::q8::dot_rows(isa, m, first, a, y),
+        }
+    }
+}
+
+/// Runs `f(first_row, outputs)` over bands of `y` in parallel: a few bands per thread so both
+/// cores stay busy, and none smaller than about 16K multiply-adds so scheduling stays cheap.
+fn par_rows(y: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    let threads = rayon::current_num_threads().max(1);
+    let min_rows = (16384 / cols.max(1)).max(4);
+    let band = y.len().div_ceil(threads * 4).max(min_rows);
+    if band >= y.len() {
+        return f(0, y);
+    }
+    y.par_chunks_mut(band)
+        .enumerate()
+        .for_each(|(i, ys)| f(i * band, ys));
 }
 
 /// Where the model's tensors come from.

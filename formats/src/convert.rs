@@ -4,6 +4,7 @@
 
 use crate::pocket::writer::PocketWriter;
 use crate::pocket::{BlobEntry, PocketHeader, Provenance, SourceFile, TensorEntry, TOKENIZER_BLOB};
+use crate::quant::search::Method;
 use crate::quant::{dense, q4, q8, ErrorStats, QuantType};
 use crate::recipe::{QatMode, Recipe};
 use crate::source::Source;
@@ -43,9 +44,14 @@ pub struct ConvertReport {
 /// Progress: parameters done, parameters in all, the tensor just finished.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64, &str) + Sync);
 
+/// Mean squared activation per input column of each linear weight, by tensor name (from
+/// running the model on calibration text).
+pub type Importance = std::collections::HashMap<String, Vec<f32>>;
+
 pub fn write_pocket(
     source: &Source,
     recipe: &Recipe,
+    importance: Option<&Importance>,
     dest: &Path,
     progress: Progress,
 ) -> Result<ConvertReport, FormatError> {
@@ -143,6 +149,7 @@ pub fn write_pocket(
             let (bytes, report, stats) = encode_tensor(
                 source,
                 recipe,
+                importance,
                 &t.name,
                 t.stored,
                 *dtype,
@@ -179,9 +186,11 @@ pub fn write_pocket(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn encode_tensor(
     source: &Source,
     recipe: &Recipe,
+    importance: Option<&Importance>,
     name: &str,
     stored: Option<QuantType>,
     dtype: QuantType,
@@ -244,10 +253,16 @@ fn encode_tensor(
                 &values,
                 rows,
                 cols,
-                block,
-                sym,
-                recipe.method,
-                recipe.qat != QatMode::Off,
+                q4::Options {
+                    block,
+                    sym,
+                    method: recipe.method,
+                    grid: recipe.qat != QatMode::Off,
+                    importance: importance
+                        .and_then(|m| m.get(name))
+                        .map(|v| v.as_slice())
+                        .filter(|v| v.len() == cols && recipe.method != Method::Rtn),
+                },
             );
             let blocks = rows * cols / block;
             // Report a tensor as QAT when most of it is on a grid (a few blocks of ordinary

@@ -28,6 +28,17 @@ pub struct Recipe {
     /// of characters, `?` one character.
     pub overrides: Vec<(String, QuantType)>,
     pub qat: QatMode,
+    /// The activation statistics the Q4 search was weighted with, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationInfo>,
+}
+
+/// Where calibration activations came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct CalibrationInfo {
+    /// `builtin` or the text file's path.
+    pub text: String,
+    pub tokens: usize,
 }
 
 fn method_name<S: serde::Serializer>(m: &Method, s: S) -> Result<S::Ok, S::Error> {
@@ -49,11 +60,22 @@ impl Default for Recipe {
             method: Method::Search,
             overrides: Vec::new(),
             qat: QatMode::Auto,
+            calibration: None,
         }
     }
 }
 
 impl Recipe {
+    /// Whether any tensor may be searched as Q4 (so calibration can help).
+    pub fn searches_q4(&self) -> bool {
+        self.method == Method::Search
+            && self.qat != QatMode::Strict
+            && [self.linear, self.embed]
+                .iter()
+                .chain(self.overrides.iter().map(|(_, t)| t))
+                .any(|t| matches!(t, QuantType::Q4 { .. }))
+    }
+
     /// The storage type for a tensor and, if the wanted type does not fit its shape, a note
     /// saying what was used instead.
     pub fn storage_for(&self, name: &str, shape: &[usize]) -> (QuantType, Option<String>) {

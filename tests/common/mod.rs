@@ -26,7 +26,10 @@ pub fn read_json(path: &std::path::Path) -> Value {
 
 /// Runs `logits.ids` one token at a time and returns the largest absolute difference from
 /// `logits.values` (one row of vocabulary logits per position).
+/// The largest |logit − reference| over the recorded positions, on the exact path (f32
+/// activations): these checks pin the math and the codecs, not the int8 fast path.
 pub fn max_logit_error(m: &LoadedModel, logits: &Value) -> f32 {
+    pocket::kernels::set_activations(pocket::kernels::Activations::F32);
     let tokens = ids(&logits["ids"]);
     let mut state = m.model.new_state(tokens.len().max(1));
     let mut worst = 0.0f32;

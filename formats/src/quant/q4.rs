@@ -166,18 +166,29 @@ pub struct Quantized {
     pub off_grid: Vec<(usize, usize)>,
 }
 
+/// How to choose a tensor's Q4 blocks.
+#[derive(Clone, Copy, Debug)]
+pub struct Options<'a> {
+    pub block: usize,
+    pub sym: bool,
+    pub method: Method,
+    /// Store blocks that already lie on a 4-bit grid exactly (QAT import).
+    pub grid: bool,
+    /// Mean squared activation per input column (`cols` values), from calibration.
+    pub importance: Option<&'a [f32]>,
+}
+
 /// Quantizes a `[rows, cols]` matrix (rows in parallel). `cols` must be a multiple of `block`.
-/// With `grid`, blocks that already lie on a 4-bit grid are stored exactly (QAT import).
-pub fn quantize(
-    values: &[f32],
-    rows: usize,
-    cols: usize,
-    block: usize,
-    sym: bool,
-    method: Method,
-    grid: bool,
-) -> Quantized {
+pub fn quantize(values: &[f32], rows: usize, cols: usize, opt: Options) -> Quantized {
+    let Options {
+        block,
+        sym,
+        method,
+        grid,
+        importance,
+    } = opt;
     assert!(cols % block == 0 && block % 2 == 0 && block <= 128 && values.len() == rows * cols);
+    assert!(importance.is_none_or(|a| a.len() == cols));
     let nb = cols / block;
     let pb = param_bytes(sym);
     let mut codes = vec![0u8; rows * cols / 2];
@@ -202,7 +213,8 @@ pub fn quantize(
                 } else if grid && off.len() < 16 {
                     off.push(b);
                 }
-                let p = exact.unwrap_or_else(|| search::q4_params(x, sym, method));
+                let imp = importance.map(|a| &a[b * block..(b + 1) * block]);
+                let p = exact.unwrap_or_else(|| search::q4_params(x, sym, method, imp));
                 let err = encode_block(x, p, &mut crow[b * block / 2..(b + 1) * block / 2]);
                 write_params(p, sym, &mut prow[b * pb..(b + 1) * pb]);
                 st.sum_sq_err += err;
@@ -311,7 +323,18 @@ mod tests {
                     let v = random(rows * cols, block as u64);
                     let Quantized {
                         bytes, error: st, ..
-                    } = quantize(&v, rows, cols, block, sym, method, false);
+                    } = quantize(
+                        &v,
+                        rows,
+                        cols,
+                        Options {
+                            block,
+                            sym,
+                            method,
+                            grid: false,
+                            importance: None,
+                        },
+                    );
                     assert_eq!(
                         bytes.len(),
                         super::super::QuantType::Q4 { block, sym }
@@ -355,7 +378,18 @@ mod tests {
             for sym in [false, true] {
                 let Quantized {
                     bytes, error: st, ..
-                } = quantize(&v, 1, 64, 64, sym, Method::Search, true);
+                } = quantize(
+                    &v,
+                    1,
+                    64,
+                    Options {
+                        block: 64,
+                        sym,
+                        method: Method::Search,
+                        grid: true,
+                        importance: None,
+                    },
+                );
                 let (codes, params) = planes(&bytes, 1, 64);
                 let mut out = vec![0.0; 64];
                 dequantize_row(codes, params, 64, sym, &mut out);

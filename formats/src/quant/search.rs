@@ -19,6 +19,7 @@ pub enum Method {
     Search,
 }
 
+#[cfg(test)]
 /// Squared error of encoding `x` with `p` (nearest code per value).
 fn sq_error(x: &[f32], p: BlockParams) -> f64 {
     let c = p.widen();
@@ -35,11 +36,14 @@ fn params(scale: f32, zero: f32) -> Option<BlockParams> {
     (p.scale.is_finite() && p.zero.is_finite()).then_some(p)
 }
 
-pub fn q4_params(x: &[f32], sym: bool, method: Method) -> BlockParams {
+/// The parameters of one block. `importance`, when given, is the mean squared activation of
+/// each of the block's input columns (from calibration): the search then minimises the error
+/// of the layer's output rather than of the weights (llama.cpp's imatrix idea).
+pub fn q4_params(x: &[f32], sym: bool, method: Method, importance: Option<&[f32]>) -> BlockParams {
     if sym {
-        sym_params(x, method)
+        sym_params(x, method, importance)
     } else {
-        asym_params(x, method)
+        asym_params(x, method, importance)
     }
 }
 
@@ -48,7 +52,7 @@ fn rtn_asym(min: f32, max: f32) -> BlockParams {
     params(scale, min + 8.0 * scale).unwrap_or(BlockParams::ZERO)
 }
 
-fn asym_params(x: &[f32], method: Method) -> BlockParams {
+fn asym_params(x: &[f32], method: Method, imp: Option<&[f32]>) -> BlockParams {
     let (min, max) = x
         .iter()
         .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
@@ -64,7 +68,7 @@ fn asym_params(x: &[f32], method: Method) -> BlockParams {
     }
     let mut w = [0.0f32; 128];
     let w = &mut w[..x.len()];
-    importance(x, w);
+    importance(x, imp, w);
     let w = &*w;
     let st = Sums::of(x, w);
     let mut best = (weighted_error(x, w, rtn), rtn);
@@ -157,12 +161,24 @@ fn code_sums(x: &[f32], w: &[f32], code: impl Fn(f32) -> u32) -> (f64, f64, f64)
     (total(l1), total(l2), total(lx))
 }
 
-/// Importance of each weight in the fit: larger magnitudes count more (llama.cpp's
-/// make_qkx2_quants uses the same `rms + |x|` weighting when no activation data exists).
-fn importance(x: &[f32], w: &mut [f32]) {
-    let rms = (x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32).sqrt();
-    for (wi, &v) in w.iter_mut().zip(x) {
-        *wi = rms + v.abs();
+/// Importance of each weight in the fit. Without activation data larger magnitudes count more
+/// (llama.cpp's make_qkx2_quants uses the same `rms + |x|`); with it, each weight counts by its
+/// column's mean squared activation times `sqrt(σ² + x²)` (llama.cpp's imatrix weighting).
+fn importance(x: &[f32], imp: Option<&[f32]>, w: &mut [f32]) {
+    let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    match imp {
+        None => {
+            let rms = ms.sqrt();
+            for (wi, &v) in w.iter_mut().zip(x) {
+                *wi = rms + v.abs();
+            }
+        }
+        Some(a) => {
+            for ((wi, &v), &ai) in w.iter_mut().zip(x).zip(a) {
+                // A floor keeps columns never seen active from being ignored entirely.
+                *wi = (ai + 1e-8) * (ms + v * v).sqrt();
+            }
+        }
     }
 }
 
@@ -224,7 +240,7 @@ fn consider_asym((sl, sl2, slx): (f64, f64, f64), st: &Sums, best: &mut (f64, Bl
     }
 }
 
-fn sym_params(x: &[f32], method: Method) -> BlockParams {
+fn sym_params(x: &[f32], method: Method, imp: Option<&[f32]>) -> BlockParams {
     // The value of largest magnitude, with its sign: it maps to code 0 (−8·scale) exactly.
     let max = x
         .iter()
@@ -236,16 +252,27 @@ fn sym_params(x: &[f32], method: Method) -> BlockParams {
     if method == Method::Rtn {
         return rtn;
     }
-    let sx2: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
-    let mut best = (sq_error(x, rtn), rtn);
+    // Plain squared error unless activation importance is known.
+    let mut w = [1.0f32; 128];
+    let w = &mut w[..x.len()];
+    if imp.is_some() {
+        importance(x, imp, w);
+    }
+    let w = &*w;
+    let sx2: f64 = x
+        .iter()
+        .zip(w)
+        .map(|(&v, &wi)| wi as f64 * v as f64 * v as f64)
+        .sum();
+    let mut best = (weighted_error(x, w, rtn), rtn);
     for is in -12..=8 {
         let iscale = -(8.0 + 0.15 * is as f32) / max;
         let (mut slx, mut sl2) = (0.0f32, 0.0f32);
-        for &v in x {
+        for (&v, &wi) in x.iter().zip(w) {
             // Round half up via truncation of a non-negative value, then back to −8..=7.
             let l = (((v * iscale).max(-8.5) + 8.5) as i32).min(15) as f32 - 8.0;
-            slx += l * v;
-            sl2 += l * l;
+            slx += wi * l * v;
+            sl2 += wi * l * l;
         }
         if sl2 == 0.0 {
             continue;
@@ -284,11 +311,11 @@ mod tests {
                 })
                 .collect();
             let mut w = vec![0.0; 64];
-            importance(&x, &mut w);
+            importance(&x, None, &mut w);
             for (i, sym) in [false, true].into_iter().enumerate() {
                 let (rp, sp) = (
-                    q4_params(&x, sym, Method::Rtn),
-                    q4_params(&x, sym, Method::Search),
+                    q4_params(&x, sym, Method::Rtn, None),
+                    q4_params(&x, sym, Method::Search, None),
                 );
                 let (rtn, found) = (sq_error(&x, rp), sq_error(&x, sp));
                 if !sym {

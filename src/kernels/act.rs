@@ -1,0 +1,122 @@
+//! Activations quantized to int8, per block of the weight matrix they meet: `x ≈ scale · q`,
+//! `q` in −127..=127 with `scale = max|x| / 127` (llama.cpp's Q8 activations, MNN's default
+//! "low memory" mode). Integer dot products against 4- and 8-bit weight codes then do the
+//! multiply-adds, and each block's float scale is applied once.
+
+/// One activation vector in int8, with what the kernels need per block.
+#[derive(Default)]
+pub struct QuantActs {
+    pub cols: usize,
+    pub block: usize,
+    /// `q` in natural order.
+    pub q: Vec<i8>,
+    /// `q` reordered for the Q4 SIMD kernels: in chunks of `chunk` elements (the last one may
+    /// be 64), the even elements, then the odd ones — the order of the high and low nibbles of
+    /// a run of packed 4-bit codes.
+    pub perm: Vec<i8>,
+    pub chunk: usize,
+    /// Per block; padded with 16 zeros so vector loads may run past the last block.
+    pub scale: Vec<f32>,
+    /// Per block: `scale · Σq` (padded likewise).
+    pub scaled_sum: Vec<f32>,
+}
+
+/// Extra zeros after the per-block arrays.
+pub const PAD: usize = 16;
+
+impl QuantActs {
+    /// Quantizes `x` in blocks of `block`; `chunk` (0 for none) also fills [`QuantActs::perm`].
+    pub fn quantize(&mut self, x: &[f32], block: usize, chunk: usize) {
+        assert!(block > 0 && x.len() % block == 0);
+        let nb = x.len() / block;
+        self.cols = x.len();
+        self.block = block;
+        self.chunk = chunk;
+        self.q.resize(x.len(), 0);
+        self.scale.clear();
+        self.scale.resize(nb + PAD, 0.0);
+        self.scaled_sum.clear();
+        self.scaled_sum.resize(nb + PAD, 0.0);
+        for (b, (xs, qs)) in x
+            .chunks_exact(block)
+            .zip(self.q.chunks_exact_mut(block))
+            .enumerate()
+        {
+            let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let scale = amax / 127.0;
+            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            let mut sum = 0i32;
+            for (q, &v) in qs.iter_mut().zip(xs) {
+                // `round` is half away from zero, as llama.cpp's roundf; |v·inv| ≤ 127.
+                let r = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                *q = r;
+                sum += r as i32;
+            }
+            self.scale[b] = scale;
+            self.scaled_sum[b] = scale * sum as f32;
+        }
+        if chunk > 0 {
+            self.perm.resize(x.len(), 0);
+            let mut start = 0;
+            while start < x.len() {
+                let len = chunk.min(x.len() - start);
+                let (src, dst) = (
+                    &self.q[start..start + len],
+                    &mut self.perm[start..start + len],
+                );
+                let half = len / 2;
+                for j in 0..half {
+                    dst[j] = src[2 * j];
+                    dst[half + j] = src[2 * j + 1];
+                }
+                start += len;
+            }
+        }
+    }
+
+    /// The dequantized values (for tests and error measurements).
+    pub fn dequantize(&self) -> Vec<f32> {
+        self.q
+            .chunks_exact(self.block)
+            .zip(&self.scale)
+            .flat_map(|(qs, &s)| qs.iter().map(move |&q| q as f32 * s))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testutil::Rng;
+
+    #[test]
+    fn quantization_error_is_within_half_a_step() {
+        let mut rng = Rng(3);
+        let x = rng.vec(64 * 5, 2.0);
+        let mut a = QuantActs::default();
+        a.quantize(&x, 64, 128);
+        let back = a.dequantize();
+        for (b, (xs, ys)) in x.chunks(64).zip(back.chunks(64)).enumerate() {
+            let step = a.scale[b];
+            for (u, v) in xs.iter().zip(ys) {
+                assert!((u - v).abs() <= 0.5 * step * 1.0001, "{u} {v} {step}");
+            }
+            let sum: i32 = a.q[b * 64..(b + 1) * 64].iter().map(|&q| q as i32).sum();
+            assert_eq!(a.scaled_sum[b], step * sum as f32);
+        }
+        // Chunks of 128 with a 64 tail: evens then odds.
+        assert_eq!(a.perm[0], a.q[0]);
+        assert_eq!(a.perm[1], a.q[2]);
+        assert_eq!(a.perm[64], a.q[1]);
+        assert_eq!(a.perm[256], a.q[256]);
+        assert_eq!(a.perm[256 + 32], a.q[257]);
+    }
+
+    #[test]
+    fn zero_blocks_stay_zero() {
+        let mut a = QuantActs::default();
+        a.quantize(&[0.0; 64], 64, 64);
+        assert!(a.q.iter().all(|&q| q == 0));
+        assert_eq!(a.scale[0], 0.0);
+    }
+}

@@ -1,0 +1,116 @@
+//! 8-bit weight rows times int8 activations: `Σ_b (s_b·sx_b) · Σ_{i∈b} q_i·xq_i`.
+
+use super::act::QuantActs;
+use super::Isa;
+use half::f16;
+
+/// A Q8 matrix as stored: the codes plane (i8, row-major), then one f16 scale per block.
+#[derive(Clone, Copy)]
+pub struct Q8Matrix<'a> {
+    pub codes: &'a [u8],
+    pub scales: &'a [u8],
+    pub rows: usize,
+    pub cols: usize,
+    pub block: usize,
+}
+
+impl Q8Matrix<'_> {
+    #[inline]
+    pub(crate) fn scale(&self, r: usize, b: usize) -> f32 {
+        let i = (r * (self.cols / self.block) + b) * 2;
+        f16::from_le_bytes([self.scales[i], self.scales[i + 1]]).to_f32()
+    }
+
+    fn check(&self) {
+        assert!(self.block > 0 && self.cols % self.block == 0);
+        assert!(self.codes.len() >= self.rows * self.cols);
+        assert!(self.scales.len() >= self.rows * (self.cols / self.block) * 2);
+    }
+}
+
+/// `y[i] = row(first + i) · x` for `x` quantized by `a` in the matrix's blocks.
+pub fn dot_rows(isa: Isa, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+    w.check();
+    assert!(a.cols == w.cols && a.block == w.block && first + y.len() <= w.rows);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if w.block % 64 == 0 && super::detect() >= Isa::Avx512 => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+            // shapes and lengths were checked by `check` and the assertion.
+            unsafe { super::x86::q8_avx512::dot_rows(w, first, a, y) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if w.block % 32 == 0 && super::detect() >= Isa::Avx2 => {
+            // SAFETY: as above, for AVX2, FMA and F16C.
+            unsafe { super::x86::q8_avx2::dot_rows(w, first, a, y) }
+        }
+        _ => dot_rows_scalar(w, first, a, y),
+    }
+}
+
+/// The scalar twin.
+pub fn dot_rows_scalar(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+    let (cols, block) = (w.cols, w.block);
+    for (i, out) in y.iter_mut().enumerate() {
+        let r = first + i;
+        let codes = &w.codes[r * cols..(r + 1) * cols];
+        let mut acc = 0.0f32;
+        for b in 0..cols / block {
+            let dot: i32 = codes[b * block..(b + 1) * block]
+                .iter()
+                .zip(&a.q[b * block..(b + 1) * block])
+                .map(|(&c, &x)| c as i8 as i32 * x as i32)
+                .sum();
+            acc += w.scale(r, b) * a.scale[b] * dot as f32;
+        }
+        *out = acc;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testutil::Rng;
+    use pocket_formats::quant::q8 as codec;
+
+    #[test]
+    fn every_isa_matches_the_scalar_twin() {
+        let mut rng = Rng(5);
+        for &(rows, cols) in &[(3, 64), (5, 576), (6, 896), (3, 2560)] {
+            let v = rng.vec(rows * cols, 0.2);
+            let (bytes, _) = codec::quantize(&v, rows, cols, 64);
+            let (codes, scales) = bytes.split_at(rows * cols);
+            let w = Q8Matrix {
+                codes,
+                scales,
+                rows,
+                cols,
+                block: 64,
+            };
+            let x = rng.vec(cols, 2.0);
+            let mut a = QuantActs::default();
+            a.quantize(&x, 64, 0);
+            let mut want = vec![0.0; rows];
+            dot_rows_scalar(&w, 0, &a, &mut want);
+            let xd = a.dequantize();
+            let mut row = vec![0.0; cols];
+            for r in 0..rows {
+                codec::dequantize_row(
+                    &codes[r * cols..][..cols],
+                    &scales[r * cols / 32..][..cols / 32],
+                    64,
+                    &mut row,
+                );
+                let f: f32 = row.iter().zip(&xd).map(|(a, b)| a * b).sum();
+                assert!((f - want[r]).abs() <= 1e-4 * (1.0 + f.abs()));
+            }
+            for isa in crate::kernels::available() {
+                let mut got = vec![0.0; rows - 1];
+                dot_rows(isa, &w, 1, &a, &mut got);
+                for (g, e) in got.iter().zip(&want[1..]) {
+                    assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?}: {g} {e}");
+                }
+            }
+        }
+    }
+}
