@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 bad input or a failed operation (the message names the file and
 //! what is wrong); 2 bad usage; 3 the subcommand or option is not built yet.
 
+mod bench;
 mod chat;
 mod convert;
 mod eval;
@@ -40,8 +41,8 @@ enum Command {
     Run(run::RunArgs),
     /// Evaluate a model: perplexity and drift from a baseline build (IFEval, GSM8K not built yet)
     Eval(eval::EvalArgs),
-    /// Measure prefill and decode speed against peers [not built yet]
-    Bench(pending::Pending),
+    /// Measure prompt-processing and generation speed (tok/s), load time and peak memory
+    Bench(bench::BenchArgs),
     /// Show a model's architecture, parameters, tensors, tokenizer and chat template
     Inspect(inspect::InspectArgs),
 }
@@ -73,7 +74,7 @@ fn main() -> ExitCode {
         Command::Export(args) => export::main(args),
         Command::Quantize(args) => quantize::main(args),
         Command::Eval(args) => eval::main(args),
-        Command::Bench(_) => pending::main("bench", 9),
+        Command::Bench(args) => bench::main(args),
     };
     match result {
         Ok(code) => code,

@@ -9,7 +9,8 @@ use pocket_formats::recipe::{QatMode, Recipe};
 #[derive(Args, Clone)]
 pub struct QuantArgs {
     /// Storage for linear layers (and, unless --embed says otherwise, the embedding/head):
-    /// q4, q8, f16, bf16, f32
+    /// q4, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores the embedding as
+    /// symmetric block-32 Q4: the same 4.5 bits per weight, measured more accurate there
     #[arg(long, default_value = "q4")]
     pub quant: String,
     /// Q4 block length along a row: 32, 64 or 128
@@ -30,7 +31,8 @@ pub struct QuantArgs {
 
 #[derive(Args, Clone)]
 pub struct RecipeArgs {
-    /// Storage for the embedding and (tied) output head, e.g. q8 or f16 (default: as --quant)
+    /// Storage for the embedding and (tied) output head, e.g. q8, f16 or q4a_b64 (default: as
+    /// --quant; q4s_b32 with the default q4)
     #[arg(long)]
     pub embed: Option<String>,
     /// Per-tensor override PATTERN=TYPE (repeatable; first match wins; `*` and `?` wildcards),
@@ -67,7 +69,7 @@ impl QuantArgs {
         let linear = self.storage()?;
         let mut r = Recipe {
             linear,
-            embed: linear,
+            embed: pocket_formats::recipe::default_embed(linear),
             ..Recipe::default()
         };
         if let Some(x) = extra {

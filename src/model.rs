@@ -2,8 +2,9 @@
 //! small switches (biases, q/k norm, tied head) read from [`ModelSpec`]. Weight names are the
 //! Hugging Face ones, so this file reads side by side with transformers' modeling code.
 
+use crate::attention::attend;
 use crate::kv_cache::KvCache;
-use crate::ops::{add_in_place, dot, rms_norm, rms_norm_in_place, silu_mul, softmax};
+use crate::ops::{add_in_place, rms_norm, rms_norm_in_place, silu_mul};
 use crate::rope::Rope;
 use crate::weights::{Matrix, WeightSource};
 use crate::Error;
@@ -405,38 +406,6 @@ impl Model {
             &mut state.attn,
             &mut state.scores,
         );
-    }
-}
-
-/// Causal attention of one token's query heads `q` over the first `n` cached positions,
-/// written to `out` (one head after another). Each query head reads the KV head its group
-/// shares (GQA).
-fn attend(
-    s: &ModelSpec,
-    q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    n: usize,
-    out: &mut [f32],
-    scores: &mut Vec<f32>,
-) {
-    let (d, kv_row) = (s.head_dim, s.num_kv_heads * s.head_dim);
-    let scale = 1.0 / (d as f32).sqrt();
-    scores.resize(n, 0.0);
-    for h in 0..s.num_heads {
-        let kv = h / s.group_size();
-        let qh = &q[h * d..(h + 1) * d];
-        for (t, score) in scores.iter_mut().enumerate() {
-            *score = dot(qh, &keys[t * kv_row + kv * d..][..d]) * scale;
-        }
-        softmax(scores);
-        let oh = &mut out[h * d..(h + 1) * d];
-        oh.fill(0.0);
-        for (t, &p) in scores.iter().enumerate() {
-            for (o, &v) in oh.iter_mut().zip(&values[t * kv_row + kv * d..][..d]) {
-                *o += p * v;
-            }
-        }
     }
 }
 

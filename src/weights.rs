@@ -247,8 +247,15 @@ impl Matrix {
                 let first = band * BAND;
                 let count = BAND.min(rows - first);
                 let mut part = vec![0.0f32; n * count];
-                for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
-                    k.dot_rows(isa, first, a, out);
+                match k {
+                    IntKernel::Q4(m) => {
+                        kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
+                    }
+                    IntKernel::Q8(_) => {
+                        for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
+                            k.dot_rows(isa, first, a, out);
+                        }
+                    }
                 }
                 (first, part)
             })
@@ -297,7 +304,7 @@ fn par_rows(y: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let threads = rayon::current_num_threads().max(1);
     let min_rows = (16384 / cols.max(1)).max(4);
     let band = y.len().div_ceil(threads * 4).max(min_rows);
-    if band >= y.len() {
+    if band >= y.len() || threads == 1 {
         return f(0, y);
     }
     y.par_chunks_mut(band)

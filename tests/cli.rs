@@ -60,8 +60,7 @@ fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
     let fixture = fixture("qwen3-tiny");
     let fx = fixture.to_str().unwrap();
     for args in [
-        &["bench", "whatever"][..],
-        &["eval", "ifeval", "x"],
+        &["eval", "ifeval", "x"][..],
         &["eval", "gsm8k", "x"],
         &["export", fx, "-o", "/nonexistent/x", "--format", "mnn"],
     ] {
@@ -311,4 +310,47 @@ fn a_closed_stdout_is_not_a_crash() {
     assert!(first.starts_with("model"));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn bench_reports_every_figure_as_json() {
+    let fixture = fixture("qwen3-tiny");
+    let out = pocket(&[
+        "bench",
+        fixture.to_str().unwrap(),
+        "-p",
+        "16",
+        "-n",
+        "4",
+        "--depth",
+        "8",
+        "--reps",
+        "3",
+        "-t",
+        "1",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["pp", "tg", "tg_depth"] {
+        let f = &v[key];
+        let (lo, mid, hi) = (
+            f["tok_s_min"].as_f64().unwrap(),
+            f["tok_s_median"].as_f64().unwrap(),
+            f["tok_s_max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < lo && lo <= mid && mid <= hi, "{key}: {f}");
+    }
+    assert_eq!(v["pp"]["tokens"], 16);
+    assert_eq!(v["tg_depth"]["depth"], 8);
+    assert_eq!(v["threads"], 1);
+    assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert!(v["isa"].is_string() && v["load_s"].as_f64().unwrap() >= 0.0);
+    // Asking for more context than the model has is a clean error.
+    let out = pocket(&["bench", fixture.to_str().unwrap(), "--depth", "100000000"]);
+    assert_eq!(out.status.code(), Some(1));
 }

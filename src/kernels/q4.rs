@@ -88,6 +88,34 @@ pub fn dot_rows(isa: Isa, w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f3
     }
 }
 
+/// Many tokens at once (prefill): `out[t·count + i] = row(first + i) · x_t`.
+pub fn dot_rows_tokens(
+    isa: Isa,
+    w: &Q4Matrix,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    w.check();
+    assert!(first + count <= w.rows && out.len() == acts.len() * count);
+    assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2
+        && w.block == 64
+        && simd_fits(w)
+        && acts.iter().all(|a| a.chunk == 64)
+        && super::detect() >= Isa::Avx2
+    {
+        // SAFETY: AVX2, FMA and F16C are present (checked just above); the shapes, block,
+        // activation layout and output length were checked above and by `check`.
+        return unsafe { super::x86::q4_avx2::dot_rows_tokens_b64(w, first, count, acts, out) };
+    }
+    for (a, o) in acts.iter().zip(out.chunks_exact_mut(count)) {
+        dot_rows(isa, w, first, a, o);
+    }
+}
+
 /// The scalar twin: the definition the SIMD versions must match (up to float summation order).
 pub fn dot_rows_scalar(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     let (cols, block) = (w.cols, w.block);
@@ -175,6 +203,27 @@ mod tests {
                         );
                     }
                     for isa in crate::kernels::available() {
+                        // Several tokens at once: the batched kernel against the twin.
+                        let xs: Vec<Vec<f32>> = (0..6).map(|_| rng.vec(cols, 2.0)).collect();
+                        let acts: Vec<QuantActs> = xs
+                            .iter()
+                            .map(|x| {
+                                let mut a = QuantActs::default();
+                                a.quantize(x, block, act_chunk(isa));
+                                a
+                            })
+                            .collect();
+                        let mut got = vec![0.0; 6 * (rows - 1)];
+                        dot_rows_tokens(isa, &w, 1, rows - 1, &acts, &mut got);
+                        for (t, x) in xs.iter().enumerate() {
+                            let mut a = QuantActs::default();
+                            a.quantize(x, block, 0);
+                            let mut e = vec![0.0; rows - 1];
+                            dot_rows_scalar(&w, 1, &a, &mut e);
+                            for (g, e) in got[t * (rows - 1)..(t + 1) * (rows - 1)].iter().zip(&e) {
+                                assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} batched");
+                            }
+                        }
                         a.quantize(&x, block, act_chunk(isa));
                         // Rows 1.. only: a non-zero first row exercises the offsets.
                         let mut got = vec![0.0; rows - 1];

@@ -242,6 +242,21 @@ fn rope_factors(spec: &ModelSpec) -> Option<Vec<f32>> {
 }
 
 /// Our Q4 rows as ggml Q4_0/Q4_1 blocks where exact; `None` if the types do not correspond.
+/// The ggml 4-bit type our Q4 `from` carries into without requantizing.
+fn carry_type(from: QuantType) -> Option<GgmlType> {
+    match from {
+        QuantType::Q4 {
+            block: 32,
+            sym: true,
+        } => Some(GgmlType::Q4_0),
+        QuantType::Q4 {
+            block: 32 | 64,
+            sym: false,
+        } => Some(GgmlType::Q4_1),
+        _ => None,
+    }
+}
+
 fn carry_q4(
     bytes: &[u8],
     rows: usize,
@@ -383,6 +398,13 @@ pub fn write_gguf(
             GgmlType::F32
         } else if block_type && cols % 32 != 0 {
             GgmlType::F16
+        } else if let Some(exact) = t.stored.and_then(carry_type).filter(|e| {
+            matches!(quant, GgmlType::Q4_0 | GgmlType::Q4_1)
+                && (*e == quant || is_embedding_or_head(&t.name))
+        }) {
+            // Already 4-bit (a .pocket source): the ggml type that holds its blocks exactly,
+            // e.g. the default recipe's symmetric block-32 embedding as Q4_0 in a Q4_1 file.
+            exact
         } else if matches!(quant, GgmlType::Q4_0 | GgmlType::Q4_1)
             && is_embedding_or_head(&t.name)
             && !t.stored.is_some_and(|q| q.is_quantized())

@@ -3,7 +3,6 @@
 
 use crate::kernels::act::QuantActs;
 use crate::kernels::q4::Q4Matrix;
-use half::f16;
 use std::arch::x86_64::*;
 
 /// Horizontal sum of 8 floats.
@@ -22,20 +21,29 @@ pub(super) unsafe fn hsum(v: __m256) -> f32 {
 unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) -> f32 {
     let nb = w.cols / w.block;
     let pb = if w.sym { 2 } else { 4 };
-    let params = w.params.as_ptr().add(r * nb * pb);
+    let row = std::slice::from_raw_parts(w.params.as_ptr().add(r * nb * pb), nb * pb);
     let split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     let eight = _mm256_set1_ps(8.0);
     let mut corr = _mm256_setzero_ps();
     let mut b = 0;
-    while b + 8 <= nb {
+    while b < nb {
+        // Eight blocks' parameters; the last group is copied into a zero-padded buffer (zero
+        // scales add nothing, and `cs` and the activation arrays are padded past the end).
+        let mut pad = [0u8; 32];
+        let group = if b + 8 <= nb {
+            &row[b * pb..(b + 8) * pb]
+        } else {
+            pad[..(nb - b) * pb].copy_from_slice(&row[b * pb..]);
+            &pad[..8 * pb]
+        };
         let (z, s) = if w.sym {
-            // SAFETY: 8 scales of this row (b + 8 <= nb).
-            let raw = _mm_loadu_si128(params.add(b * 2) as *const _);
+            // SAFETY: `group` holds 8 f16 scales (16 bytes).
+            let raw = _mm_loadu_si128(group.as_ptr() as *const _);
             (_mm256_setzero_ps(), _mm256_cvtph_ps(raw))
         } else {
-            // SAFETY: 8 (zero, scale) pairs of this row.
-            let lo = _mm256_cvtph_ps(_mm_loadu_si128(params.add(b * 4) as *const _));
-            let hi = _mm256_cvtph_ps(_mm_loadu_si128(params.add(b * 4 + 16) as *const _));
+            // SAFETY: `group` holds 8 (zero, scale) f16 pairs (32 bytes).
+            let lo = _mm256_cvtph_ps(_mm_loadu_si128(group.as_ptr() as *const _));
+            let hi = _mm256_cvtph_ps(_mm_loadu_si128(group.as_ptr().add(16) as *const _));
             let (lo, hi) = (
                 _mm256_permutevar8x32_ps(lo, split),
                 _mm256_permutevar8x32_ps(hi, split),
@@ -45,29 +53,18 @@ unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) ->
                 _mm256_permute2f128_ps::<0x31>(lo, hi),
             )
         };
+        // SAFETY: the activation arrays and `cs` have 16 entries past the last block.
         let sx = _mm256_loadu_ps(a.scale.as_ptr().add(b));
         let xs = _mm256_loadu_ps(a.scaled_sum.as_ptr().add(b));
         _mm256_storeu_ps(cs.as_mut_ptr().add(b), _mm256_mul_ps(s, sx));
         corr = _mm256_fmadd_ps(_mm256_fnmadd_ps(eight, s, z), xs, corr);
         b += 8;
     }
-    let mut total = hsum(corr);
-    // The last blocks one by one (fewer than 8).
-    for b in b..nb {
-        let p = std::slice::from_raw_parts(params.add(b * pb), pb);
-        let (z, s) = if w.sym {
-            (0.0, f16::from_le_bytes([p[0], p[1]]).to_f32())
-        } else {
-            (
-                f16::from_le_bytes([p[0], p[1]]).to_f32(),
-                f16::from_le_bytes([p[2], p[3]]).to_f32(),
-            )
-        };
-        cs[b] = s * a.scale[b];
-        total += (z - 8.0 * s) * a.scaled_sum[b];
-    }
-    total
+    hsum(corr)
 }
+
+/// Rows processed together: each chunk of activations is loaded once for all of them.
+const ROWS: usize = 4;
 
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C. `w` has `cols % 64 == 0` and buffers checked by
@@ -77,7 +74,8 @@ unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) ->
 pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     let (cols, block) = (w.cols, w.block);
     let nb = cols / block;
-    let mut cs = vec![0.0f32; nb + 16];
+    let stride = nb + 16;
+    let mut cs = vec![0.0f32; ROWS * stride];
     let mut idx = [0i32; 8];
     for (k, v) in idx.iter_mut().enumerate() {
         *v = (8 * k / block) as i32;
@@ -86,24 +84,161 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     let perm = a.perm.as_ptr();
-    for (i, out) in y.iter_mut().enumerate() {
-        let r = first + i;
-        let corr = block_scales(w, r, a, &mut cs);
-        let codes = w.codes.as_ptr().add(r * cols / 2);
-        let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i < y.len() {
+        let n = ROWS.min(y.len() - i);
+        let mut corr = [0.0f32; ROWS];
+        let mut codes = [w.codes.as_ptr(); ROWS];
+        for j in 0..n {
+            let r = first + i + j;
+            corr[j] = block_scales(w, r, a, &mut cs[j * stride..(j + 1) * stride]);
+            codes[j] = w.codes.as_ptr().add(r * cols / 2);
+        }
+        let mut acc = [_mm256_setzero_ps(); ROWS];
         for c in 0..cols / 64 {
-            // SAFETY: chunk c's 32 code bytes and 64 activations lie inside the row.
-            let v = _mm256_loadu_si256(codes.add(c * 32) as *const _);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
-            let lo = _mm256_and_si256(v, mask);
+            // SAFETY: chunk c's 64 activations lie inside the vector.
             let xe = _mm256_loadu_si256(perm.add(c * 64) as *const _);
             let xo = _mm256_loadu_si256(perm.add(c * 64 + 32) as *const _);
-            let p = _mm256_add_epi16(_mm256_maddubs_epi16(hi, xe), _mm256_maddubs_epi16(lo, xo));
-            let d = _mm256_madd_epi16(p, ones);
-            let sc =
-                _mm256_permutevar8x32_ps(_mm256_loadu_ps(cs.as_ptr().add(c * 64 / block)), idx);
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc);
+            for j in 0..n {
+                // SAFETY: chunk c's 32 code bytes lie inside row j.
+                let v = _mm256_loadu_si256(codes[j].add(c * 32) as *const _);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                let lo = _mm256_and_si256(v, mask);
+                let p =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(hi, xe), _mm256_maddubs_epi16(lo, xo));
+                let d = _mm256_madd_epi16(p, ones);
+                let cj = cs.as_ptr().add(j * stride + c * 64 / block);
+                let sc = if block == 64 {
+                    _mm256_broadcast_ss(&*cj)
+                } else {
+                    _mm256_permutevar8x32_ps(_mm256_loadu_ps(cj), idx)
+                };
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j]);
+            }
         }
-        *out = hsum(acc) + corr;
+        for j in 0..n {
+            y[i + j] = hsum(acc[j]) + corr[j];
+        }
+        i += n;
+    }
+}
+
+/// Row `r`'s per-block `scale` and `zero − 8·scale` as f32 (`nb + 8` room each).
+#[inline]
+#[target_feature(enable = "avx2,f16c,fma")]
+unsafe fn row_params(w: &Q4Matrix, r: usize, s_out: &mut [f32], m_out: &mut [f32]) {
+    let nb = w.cols / w.block;
+    let pb = if w.sym { 2 } else { 4 };
+    let row = std::slice::from_raw_parts(w.params.as_ptr().add(r * nb * pb), nb * pb);
+    let split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    let eight = _mm256_set1_ps(8.0);
+    let mut b = 0;
+    while b < nb {
+        let mut pad = [0u8; 32];
+        let group = if b + 8 <= nb {
+            &row[b * pb..(b + 8) * pb]
+        } else {
+            pad[..(nb - b) * pb].copy_from_slice(&row[b * pb..]);
+            &pad[..8 * pb]
+        };
+        let (z, s) = if w.sym {
+            // SAFETY: `group` holds 8 f16 scales.
+            let raw = _mm_loadu_si128(group.as_ptr() as *const _);
+            (_mm256_setzero_ps(), _mm256_cvtph_ps(raw))
+        } else {
+            // SAFETY: `group` holds 8 (zero, scale) f16 pairs.
+            let lo = _mm256_cvtph_ps(_mm_loadu_si128(group.as_ptr() as *const _));
+            let hi = _mm256_cvtph_ps(_mm_loadu_si128(group.as_ptr().add(16) as *const _));
+            let (lo, hi) = (
+                _mm256_permutevar8x32_ps(lo, split),
+                _mm256_permutevar8x32_ps(hi, split),
+            );
+            (
+                _mm256_permute2f128_ps::<0x20>(lo, hi),
+                _mm256_permute2f128_ps::<0x31>(lo, hi),
+            )
+        };
+        // SAFETY: the outputs have 8 entries of room past the last block.
+        _mm256_storeu_ps(s_out.as_mut_ptr().add(b), s);
+        _mm256_storeu_ps(m_out.as_mut_ptr().add(b), _mm256_fnmadd_ps(eight, s, z));
+        b += 8;
+    }
+}
+
+/// Rows and tokens per register tile of the batched kernel.
+const TILE_ROWS: usize = 2;
+const TILE_TOKENS: usize = 4;
+
+/// Batched rows for block-64 matrices: `out[t·count + i] = row(first + i) · x_t`. Each
+/// unpacked chunk of codes serves four tokens, each loaded activation chunk two rows.
+///
+/// # Safety
+/// As [`dot_rows`], with `w.block == 64`, every `acts[t]` quantized with block 64 and chunk
+/// 64, `first + count <= w.rows` and `out.len() == acts.len() · count`.
+#[target_feature(enable = "avx2,f16c,fma")]
+pub unsafe fn dot_rows_tokens_b64(
+    w: &Q4Matrix,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    let cols = w.cols;
+    let nb = cols / 64;
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let mut s = vec![0.0f32; TILE_ROWS * (nb + 8)];
+    let mut m = vec![0.0f32; TILE_ROWS * (nb + 8)];
+    let mut i = 0;
+    while i < count {
+        let nr = TILE_ROWS.min(count - i);
+        let mut codes = [w.codes.as_ptr(); TILE_ROWS];
+        for j in 0..nr {
+            let r = first + i + j;
+            row_params(
+                w,
+                r,
+                &mut s[j * (nb + 8)..(j + 1) * (nb + 8)],
+                &mut m[j * (nb + 8)..(j + 1) * (nb + 8)],
+            );
+            codes[j] = w.codes.as_ptr().add(r * cols / 2);
+        }
+        let mut t0 = 0;
+        while t0 < acts.len() {
+            let nt = TILE_TOKENS.min(acts.len() - t0);
+            let mut acc = [[_mm256_setzero_ps(); TILE_TOKENS]; TILE_ROWS];
+            for c in 0..nb {
+                for j in 0..nr {
+                    // SAFETY: chunk c's 32 code bytes lie inside row j.
+                    let v = _mm256_loadu_si256(codes[j].add(c * 32) as *const _);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                    let lo = _mm256_and_si256(v, mask);
+                    let sj = *s.get_unchecked(j * (nb + 8) + c);
+                    for t in 0..nt {
+                        let a = &acts[t0 + t];
+                        // SAFETY: chunk c's 64 activations lie inside token t's vector.
+                        let xe = _mm256_loadu_si256(a.perm.as_ptr().add(c * 64) as *const _);
+                        let xo = _mm256_loadu_si256(a.perm.as_ptr().add(c * 64 + 32) as *const _);
+                        let p = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(hi, xe),
+                            _mm256_maddubs_epi16(lo, xo),
+                        );
+                        let d = _mm256_madd_epi16(p, ones);
+                        let sc = _mm256_set1_ps(sj * *a.scale.get_unchecked(c));
+                        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
+                    }
+                }
+            }
+            for j in 0..nr {
+                let mj = &m[j * (nb + 8)..j * (nb + 8) + nb];
+                for t in 0..nt {
+                    let a = &acts[t0 + t];
+                    let corr: f32 = mj.iter().zip(&a.scaled_sum).map(|(x, y)| x * y).sum();
+                    out[(t0 + t) * count + i + j] = hsum(acc[j][t]) + corr;
+                }
+            }
+            t0 += nt;
+        }
+        i += nr;
     }
 }

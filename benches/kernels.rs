@@ -1,0 +1,87 @@
+//! Hot kernels in isolation, single-threaded: int8-activation Q4 and Q8 rows for the shapes of
+//! the MNN-Pocket model (hidden 896, FFN 2560), on every instruction set this CPU runs.
+//! Throughput is in multiply-adds (elements) per second; divide by the weight bytes per
+//! multiply-add for GB/s (Q4 block 64 asym: 0.5625 B, Q8 block 64: 1.03 B).
+//!
+//! `cargo bench --bench kernels`
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use pocket::kernels::{self, act::QuantActs, q4, q8, Isa};
+use pocket_formats::quant::q4 as codec;
+use pocket_formats::quant::q8 as codec8;
+use pocket_formats::quant::search::Method;
+
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn isas() -> Vec<Isa> {
+    let mut v = kernels::available();
+    if kernels::detect() == Isa::Avx512 && !v.contains(&Isa::Avx512) {
+        v.push(Isa::Avx512);
+    }
+    v
+}
+
+fn bench(c: &mut Criterion) {
+    for &(rows, cols) in &[(2560usize, 896usize), (896, 2560)] {
+        let w = values(rows * cols, 1);
+        let x = values(cols, 2);
+        let opt = codec::Options {
+            block: 64,
+            sym: false,
+            method: Method::Rtn,
+            grid: false,
+            importance: None,
+        };
+        let bytes = codec::quantize(&w, rows, cols, opt).bytes;
+        let (codes, params) = codec::planes(&bytes, rows, cols);
+        let m = q4::Q4Matrix {
+            codes,
+            params,
+            rows,
+            cols,
+            block: 64,
+            sym: false,
+        };
+        let (b8, _) = codec8::quantize(&w, rows, cols, 64);
+        let (c8, s8) = b8.split_at(rows * cols);
+        let m8 = q8::Q8Matrix {
+            codes: c8,
+            scales: s8,
+            rows,
+            cols,
+            block: 64,
+        };
+        let mut g = c.benchmark_group(format!("matvec_{rows}x{cols}"));
+        g.throughput(Throughput::Elements((rows * cols) as u64));
+        let mut y = vec![0.0f32; rows];
+        for isa in isas() {
+            let mut a = QuantActs::default();
+            a.quantize(&x, 64, q4::act_chunk(isa));
+            g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
+                b.iter(|| q4::dot_rows(isa, &m, 0, &a, &mut y))
+            });
+            a.quantize(&x, 64, 0);
+            g.bench_function(format!("q8_b64_{}", isa.name()), |b| {
+                b.iter(|| q8::dot_rows(isa, &m8, 0, &a, &mut y))
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,234 @@
+//! `pocket bench`: prompt-processing and generation speed, the way llama-bench measures them
+//! (pp: one batch of P tokens from an empty context; tg: N single-token steps; tg at depth: N
+//! steps after D tokens already in the cache), so the numbers compare with llama.cpp's.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use pocket::kernels;
+use pocket::loader::LoadedModel;
+use pocket::model::{Logits, Model};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+#[command(after_help = "\
+Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the median of \
+--reps runs with min and max. Decode steps compute the full logits every token. \
+POCKET_ISA=scalar|avx2|avx512 caps the kernels; POCKET_ACT=f32 selects the exact f32-activation \
+path instead of int8 activations.
+
+Examples:
+  pocket bench model.pocket
+  pocket bench model.pocket -p 512 -n 128 --depth 4096 -t 2 --reps 5 --json")]
+pub struct BenchArgs {
+    /// Model: an HF checkpoint directory, a .pocket or a GGUF file
+    pub model: PathBuf,
+    /// Prompt tokens for the prompt-processing test (0: skip)
+    #[arg(short = 'p', long, default_value_t = 512)]
+    pub prompt: usize,
+    /// Tokens to generate in the generation tests (0: skip)
+    #[arg(short = 'n', long, default_value_t = 128)]
+    pub gen: usize,
+    /// Context already in the cache for the deep generation test (0: skip)
+    #[arg(long, default_value_t = 4096)]
+    pub depth: usize,
+    /// Worker threads (default: all cores)
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Repetitions of each test
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Figure {
+    tokens: usize,
+    tok_s_median: f64,
+    tok_s_min: f64,
+    tok_s_max: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    depth: Option<usize>,
+}
+
+impl Figure {
+    fn of(tokens: usize, depth: Option<usize>, seconds: &[f64]) -> Figure {
+        let mut rates: Vec<f64> = seconds.iter().map(|s| tokens as f64 / s).collect();
+        rates.sort_by(f64::total_cmp);
+        Figure {
+            tokens,
+            tok_s_median: median(&rates),
+            tok_s_min: rates[0],
+            tok_s_max: rates[rates.len() - 1],
+            depth,
+        }
+    }
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pp: Option<Figure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tg: Option<Figure>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tg_depth: Option<Figure>,
+    load_s: f64,
+    peak_rss_bytes: u64,
+    threads: usize,
+    isa: &'static str,
+    activations: &'static str,
+}
+
+/// Deterministic token ids below `vocab` (xorshift; never a hot special token by design).
+fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % vocab as u64) as u32
+        })
+        .collect()
+}
+
+/// Seconds for `n` single-token steps from the state's current position.
+fn decode(model: &Model, state: &mut pocket::model::State, n: usize, seed: u64) -> Result<f64> {
+    let ids = tokens(n, model.spec.vocab_size, seed);
+    let start = Instant::now();
+    for &t in &ids {
+        model.step(state, t, true)?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+pub fn main(args: BenchArgs) -> Result<ExitCode> {
+    if args.reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    if let Some(n) = args.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .context("starting the thread pool")?;
+    }
+    let start = Instant::now();
+    let m = LoadedModel::open(&args.model)?;
+    let load_s = start.elapsed().as_secs_f64();
+    let model = &m.model;
+    let max_ctx = model.spec.max_position_embeddings;
+    let need = args.prompt.max(args.depth + args.gen).max(args.gen);
+    if need > max_ctx {
+        bail!("-p/--depth/-n need {need} positions; the model has {max_ctx}");
+    }
+    let vocab = model.spec.vocab_size;
+    let say = |s: String| {
+        if !args.json {
+            eprintln!("{s}");
+        }
+    };
+
+    let pp = if args.prompt > 0 {
+        let ids = tokens(args.prompt, vocab, 1);
+        let mut secs = Vec::new();
+        for _ in 0..args.reps {
+            let mut state = model.new_state(args.prompt);
+            let t = Instant::now();
+            model.forward_batch(&mut state, &ids, Logits::Last)?;
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        let f = Figure::of(args.prompt, None, &secs);
+        say(format!("pp{}: {:.1} tok/s", args.prompt, f.tok_s_median));
+        Some(f)
+    } else {
+        None
+    };
+
+    let tg = if args.gen > 0 {
+        let mut secs = Vec::new();
+        for rep in 0..args.reps {
+            let mut state = model.new_state(args.gen);
+            secs.push(decode(model, &mut state, args.gen, 2 + rep as u64)?);
+        }
+        let f = Figure::of(args.gen, None, &secs);
+        say(format!("tg{}: {:.1} tok/s", args.gen, f.tok_s_median));
+        Some(f)
+    } else {
+        None
+    };
+
+    let tg_depth = if args.gen > 0 && args.depth > 0 {
+        let mut state = model.new_state(args.depth + args.gen);
+        model.forward_batch(&mut state, &tokens(args.depth, vocab, 3), Logits::None)?;
+        let mut secs = Vec::new();
+        for rep in 0..args.reps {
+            state.cache.truncate(args.depth);
+            secs.push(decode(model, &mut state, args.gen, 4 + rep as u64)?);
+        }
+        let f = Figure::of(args.gen, Some(args.depth), &secs);
+        say(format!(
+            "tg{} @ d{}: {:.1} tok/s",
+            args.gen, args.depth, f.tok_s_median
+        ));
+        Some(f)
+    } else {
+        None
+    };
+
+    let report = Report {
+        model: args.model.display().to_string(),
+        pp,
+        tg,
+        tg_depth,
+        load_s,
+        peak_rss_bytes: peak_rss_bytes(),
+        threads: rayon::current_num_threads(),
+        isa: kernels::active().name(),
+        activations: match kernels::activations() {
+            kernels::Activations::Int8 => "int8",
+            kernels::Activations::F32 => "f32",
+        },
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{}: load {:.2} s, peak RSS {:.0} MB, {} threads, kernels {} ({} activations)",
+            report.model,
+            report.load_s,
+            report.peak_rss_bytes as f64 / 1e6,
+            report.threads,
+            report.isa,
+            report.activations
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The process's peak resident set (Linux `VmHWM`); 0 where unknown.
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

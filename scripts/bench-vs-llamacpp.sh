@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# pocket against llama.cpp on the same weights, same machine, same run (issue #9).
+#
+# The model is the MNN-Pocket-0.3B-shape random checkpoint (fixtures/make_fixtures.py
+# --mnn-shape), exported by pocket itself to .pocket Q4 (block 64) and Q8 and to GGUF Q4_0 and
+# Q8_0. llama.cpp is the pinned llama-cpp-python compiled from source with native CPU flags, in
+# a cached venv. Engines alternate, ROUNDS rounds, each round one repetition of every figure;
+# the table shows medians over the rounds and the ratio pocket/llama.cpp, with llama.cpp's best
+# flash-attention setting per figure.
+#
+# Usage: scripts/bench-vs-llamacpp.sh [ROUNDS=5]   env: THREADS (2), P (512), N (128), D (512)
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROUNDS="${1:-5}" THREADS="${THREADS:-2}" P="${P:-512}" N="${N:-128}" D="${D:-512}"
+VENV="${POCKET_LLAMACPP_VENV:-$ROOT/.venv-llamacpp}"
+if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q numpy "gguf>=0.17"
+  CMAKE_ARGS="-DGGML_NATIVE=ON" "$VENV/bin/pip" install -q --no-binary llama-cpp-python "llama-cpp-python==0.3.36"
+fi
+cd "$ROOT"
+cargo build --release --locked --quiet
+POCKET="$ROOT/target/release/pocket"
+SRC="$ROOT/models/mnn-pocket-shape"
+if [ ! -f "$SRC/config.json" ]; then
+  PY="$("$ROOT/scripts/make-venv.sh")/bin/python"
+  "$PY" "$ROOT/fixtures/make_fixtures.py" --mnn-shape "$SRC" >&2
+fi
+OUT="$ROOT/models/bench"
+mkdir -p "$OUT"
+[ -f "$OUT/q4.pocket" ] || "$POCKET" export "$SRC" -o "$OUT/q4.pocket" >&2
+[ -f "$OUT/q8.pocket" ] || "$POCKET" export "$SRC" -o "$OUT/q8.pocket" --quant q8 >&2
+[ -f "$OUT/q4_0.gguf" ] || "$POCKET" export "$SRC" -o "$OUT/q4_0.gguf" --format gguf --quant q4_0 >&2
+[ -f "$OUT/q8_0.gguf" ] || "$POCKET" export "$SRC" -o "$OUT/q8_0.gguf" --format gguf --quant q8_0 >&2
+LOG="$OUT/runs.jsonl"
+: > "$LOG"
+for round in $(seq "$ROUNDS"); do
+  echo "round $round/$ROUNDS" >&2
+  for q in q4 q8; do
+    echo "{\"engine\":\"pocket\",\"weights\":\"$q\",\"run\":$("$POCKET" bench "$OUT/$q.pocket" -p "$P" -n "$N" --depth "$D" -t "$THREADS" --reps 1 --json)}" >> "$LOG"
+    for fa in 0 1; do
+      echo "{\"engine\":\"llama.cpp\",\"weights\":\"${q}_0\",\"fa\":$fa,\"run\":$("$VENV/bin/python" "$ROOT/scripts/bench_llamacpp.py" "$OUT/${q}_0.gguf" "$P" "$N" "$D" "$THREADS" 1 "$fa")}" >> "$LOG"
+    done
+  done
+done
+python3 "$ROOT/scripts/bench_table.py" "$LOG"

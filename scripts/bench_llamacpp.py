@@ -1,0 +1,74 @@
+"""llama.cpp's side of scripts/bench-vs-llamacpp.sh: the figures `pocket bench --json` prints,
+measured the way llama-bench measures them, through the pinned llama-cpp-python (llama.cpp
+compiled from source for this CPU).
+
+pp: one batch of P pseudo-random tokens into an empty context; tg: N single-token decodes from
+an empty context; tg_depth: N single-token decodes after D tokens already in the context.
+
+Usage: python bench_llamacpp.py MODEL.gguf P N D THREADS REPS FLASH(0|1)"""
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+
+import llama_cpp
+
+
+def figure(tokens, seconds, depth=None):
+    rates = sorted(tokens / s for s in seconds)
+    f = {"tokens": tokens, "tok_s_median": statistics.median(rates),
+         "tok_s_min": rates[0], "tok_s_max": rates[-1]}
+    if depth is not None:
+        f["depth"] = depth
+    return f
+
+
+def main():
+    path, p, n, d, threads, reps, flash = sys.argv[1:8]
+    p, n, d, threads, reps, flash = int(p), int(n), int(d), int(threads), int(reps), flash == "1"
+    t0 = time.perf_counter()
+    llm = llama_cpp.Llama(model_path=path, n_ctx=max(p, d + n, n) + 16, n_batch=max(p, d, 1),
+                          n_ubatch=512, n_threads=threads, n_threads_batch=threads,
+                          flash_attn=flash, verbose=False, logits_all=False)
+    load_s = time.perf_counter() - t0
+    rng = random.Random(0)
+    vocab = llm.n_vocab()
+    toks = lambda k: [rng.randrange(vocab) for _ in range(k)]
+    out = {"model": path, "load_s": load_s, "threads": threads, "flash_attn": flash}
+    if p:
+        secs = []
+        for _ in range(reps):
+            llm.reset()  # eval() drops cached positions from n_tokens on
+            ids = toks(p)
+            t = time.perf_counter()
+            llm.eval(ids)
+            secs.append(time.perf_counter() - t)
+        out["pp"] = figure(p, secs)
+    if n:
+        secs = []
+        for _ in range(reps):
+            llm.reset()  # eval() drops cached positions from n_tokens on
+            t = time.perf_counter()
+            for tok in toks(n):
+                llm.eval([tok])
+            secs.append(time.perf_counter() - t)
+        out["tg"] = figure(n, secs)
+    if n and d:
+        secs = []
+        for _ in range(reps):
+            llm.reset()  # eval() drops cached positions from n_tokens on
+            llm.eval(toks(d))
+            t = time.perf_counter()
+            for tok in toks(n):
+                llm.eval([tok])
+            secs.append(time.perf_counter() - t)
+        out["tg_depth"] = figure(n, secs, d)
+    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
