@@ -53,7 +53,7 @@ pub fn convert(
         let model = LoadedModel::open(input)?;
         let bar = progress_bar(quiet);
         bar.set_message("calibrating");
-        let c = calibrate(&model, &text, calib.tokens, 512, &|done, total| {
+        let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         })

@@ -24,7 +24,7 @@ pub struct QuantArgs {
     /// mixed text shipped with pocket; `none` searches on the weights alone
     #[arg(long, value_name = "FILE|builtin|none", default_value = "builtin")]
     pub calib: String,
-    /// Tokens of calibration text to run (in chunks of 512)
+    /// Tokens of calibration text to run (in chunks of 256)
     #[arg(long, default_value_t = 1024)]
     pub calib_tokens: usize,
 }

@@ -3,7 +3,8 @@
 //! step for its whole group rather than once per query head. Each head's arithmetic (dot
 //! products, softmax, weighted sum in position order) is the reference definition unchanged.
 
-use crate::ops::{dot, softmax};
+use crate::kernels::dot::dot;
+use crate::ops::softmax;
 use pocket_formats::hf::ModelSpec;
 use rayon::prelude::*;
 
@@ -84,7 +85,7 @@ mod tests {
     use super::*;
     use crate::kernels::testutil::Rng;
 
-    /// The grouped loop gives exactly what attending head by head gives.
+    /// The grouped loop gives exactly what attending head by head gives (same dot kernel).
     #[test]
     fn grouped_equals_per_head() {
         let config = serde_json::json!({

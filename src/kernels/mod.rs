@@ -7,6 +7,7 @@
 //! avx512` (or [`force`]) caps it, so tests and benchmarks can run every path on one machine.
 
 pub mod act;
+pub mod dot;
 pub mod f32_tile;
 pub mod q4;
 pub mod q8;

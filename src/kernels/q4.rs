@@ -102,14 +102,13 @@ pub fn dot_rows_tokens(
     assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
     #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx2
-        && w.block == 64
         && simd_fits(w)
         && acts.iter().all(|a| a.chunk == 64)
         && super::detect() >= Isa::Avx2
     {
         // SAFETY: AVX2, FMA and F16C are present (checked just above); the shapes, block,
         // activation layout and output length were checked above and by `check`.
-        return unsafe { super::x86::q4_avx2::dot_rows_tokens_b64(w, first, count, acts, out) };
+        return unsafe { super::x86::q4_avx2::dot_rows_tokens(w, first, count, acts, out) };
     }
     for (a, o) in acts.iter().zip(out.chunks_exact_mut(count)) {
         dot_rows(isa, w, first, a, o);

@@ -169,24 +169,29 @@ unsafe fn row_params(w: &Q4Matrix, r: usize, s_out: &mut [f32], m_out: &mut [f32
 const TILE_ROWS: usize = 2;
 const TILE_TOKENS: usize = 4;
 
-/// Batched rows for block-64 matrices: `out[t·count + i] = row(first + i) · x_t`. Each
-/// unpacked chunk of codes serves four tokens, each loaded activation chunk two rows.
+/// Batched rows: `out[t·count + i] = row(first + i) · x_t`. Each unpacked chunk of codes
+/// serves four tokens, each loaded activation chunk two rows.
 ///
 /// # Safety
-/// As [`dot_rows`], with `w.block == 64`, every `acts[t]` quantized with block 64 and chunk
-/// 64, `first + count <= w.rows` and `out.len() == acts.len() · count`.
+/// As [`dot_rows`], with every `acts[t]` quantized with the matrix's block and chunk 64,
+/// `first + count <= w.rows` and `out.len() == acts.len() · count`.
 #[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn dot_rows_tokens_b64(
+pub unsafe fn dot_rows_tokens(
     w: &Q4Matrix,
     first: usize,
     count: usize,
     acts: &[QuantActs],
     out: &mut [f32],
 ) {
-    let cols = w.cols;
-    let nb = cols / 64;
+    let (cols, block) = (w.cols, w.block);
+    let nb = cols / block;
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
+    let mut idx = [0i32; 8];
+    for (k, v) in idx.iter_mut().enumerate() {
+        *v = (8 * k / block) as i32;
+    }
+    let idx = _mm256_loadu_si256(idx.as_ptr() as *const _);
     let mut s = vec![0.0f32; TILE_ROWS * (nb + 8)];
     let mut m = vec![0.0f32; TILE_ROWS * (nb + 8)];
     let mut i = 0;
@@ -207,13 +212,15 @@ pub unsafe fn dot_rows_tokens_b64(
         while t0 < acts.len() {
             let nt = TILE_TOKENS.min(acts.len() - t0);
             let mut acc = [[_mm256_setzero_ps(); TILE_TOKENS]; TILE_ROWS];
-            for c in 0..nb {
+            for c in 0..cols / 64 {
+                // The first block chunk c touches; lane k of a chunk is in block base + 8k/block.
+                let base = c * 64 / block;
                 for j in 0..nr {
                     // SAFETY: chunk c's 32 code bytes lie inside row j.
                     let v = _mm256_loadu_si256(codes[j].add(c * 32) as *const _);
                     let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
                     let lo = _mm256_and_si256(v, mask);
-                    let sj = *s.get_unchecked(j * (nb + 8) + c);
+                    let sj = s.as_ptr().add(j * (nb + 8) + base);
                     for t in 0..nt {
                         let a = &acts[t0 + t];
                         // SAFETY: chunk c's 64 activations lie inside token t's vector.
@@ -224,7 +231,18 @@ pub unsafe fn dot_rows_tokens_b64(
                             _mm256_maddubs_epi16(lo, xo),
                         );
                         let d = _mm256_madd_epi16(p, ones);
-                        let sc = _mm256_set1_ps(sj * *a.scale.get_unchecked(c));
+                        // SAFETY: `s` has 8 and `a.scale` 16 entries of room past the last block.
+                        let sc = if block == 64 {
+                            _mm256_set1_ps(*sj * *a.scale.as_ptr().add(base))
+                        } else {
+                            _mm256_permutevar8x32_ps(
+                                _mm256_mul_ps(
+                                    _mm256_loadu_ps(sj),
+                                    _mm256_loadu_ps(a.scale.as_ptr().add(base)),
+                                ),
+                                idx,
+                            )
+                        };
                         acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
                     }
                 }
