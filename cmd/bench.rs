@@ -17,7 +17,8 @@ use std::time::Instant;
 Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the median of \
 --reps runs with min and max. Decode steps compute the full logits every token. \
 POCKET_ISA=scalar|avx2|avx512 caps the kernels; POCKET_ACT=f32 selects the exact f32-activation \
-path instead of int8 activations.
+path instead of int8 activations; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of \
+pocket's spin-then-park pool (for comparison).
 
 Examples:
   pocket bench model.pocket
@@ -126,6 +127,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
             .num_threads(n.max(1))
             .build_global()
             .context("starting the thread pool")?;
+        pocket::kernels::pool::init(n.max(1));
     }
     let start = Instant::now();
     let m = LoadedModel::open(&args.model)?;
@@ -197,7 +199,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         tg_depth,
         load_s,
         peak_rss_bytes: peak_rss_bytes(),
-        threads: rayon::current_num_threads(),
+        threads: pocket::kernels::pool::global().threads(),
         isa: kernels::active().name(),
         activations: match kernels::activations() {
             kernels::Activations::Int8 => "int8",

@@ -25,7 +25,7 @@ pub struct QuantArgs {
     #[arg(long, value_name = "FILE|builtin|none", default_value = "builtin")]
     pub calib: String,
     /// Tokens of calibration text to run (in chunks of 256)
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 512)]
     pub calib_tokens: usize,
 }
 

@@ -108,6 +108,7 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
             .num_threads(n.max(1))
             .build_global()
             .context("starting the thread pool")?;
+        pocket::kernels::pool::init(n.max(1));
     }
     let m = LoadedModel::open(&args.model)?;
     let settings = chat_settings(&args, &m)?;

@@ -298,18 +298,28 @@ impl IntKernel<'_> {
     }
 }
 
-/// Runs `f(first_row, outputs)` over bands of `y` in parallel: a few bands per thread so both
-/// cores stay busy, and none smaller than about 16K multiply-adds so scheduling stays cheap.
+/// Runs `f(first_row, outputs)` over bands of `y` on the worker pool: a few bands per thread
+/// so both cores stay busy, none smaller than about 16K multiply-adds so dispatch stays cheap.
 fn par_rows(y: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
-    let threads = rayon::current_num_threads().max(1);
+    let pool = kernels::pool::global();
+    let threads = pool.threads();
     let min_rows = (16384 / cols.max(1)).max(4);
     let band = y.len().div_ceil(threads * 4).max(min_rows);
     if band >= y.len() || threads == 1 {
         return f(0, y);
     }
-    y.par_chunks_mut(band)
-        .enumerate()
-        .for_each(|(i, ys)| f(i * band, ys));
+    if std::env::var("POCKET_POOL").is_ok_and(|v| v == "rayon") {
+        return y
+            .par_chunks_mut(band)
+            .enumerate()
+            .for_each(|(i, ys)| f(i * band, ys));
+    }
+    let bands: Vec<std::sync::Mutex<&mut [f32]>> =
+        y.chunks_mut(band).map(std::sync::Mutex::new).collect();
+    pool.run(bands.len(), &|i| {
+        let mut ys = bands[i].lock().unwrap_or_else(|e| e.into_inner());
+        f(i * band, &mut ys);
+    });
 }
 
 /// Where the model's tensors come from.

@@ -9,6 +9,7 @@
 pub mod act;
 pub mod dot;
 pub mod f32_tile;
+pub mod pool;
 pub mod q4;
 pub mod q8;
 #[cfg(target_arch = "x86_64")]
