@@ -6,11 +6,12 @@
 use crate::kernels::dot::dot;
 use crate::ops::softmax;
 use pocket_formats::hf::ModelSpec;
-use rayon::prelude::*;
 
 /// Query heads `q` (one head after another) over the first `n` cached positions of `keys` and
-/// `values` (`[position][kv_head][head_dim]`), written to `out`. Long contexts give each KV
-/// head's group its own task.
+/// `values` (`[position][kv_head][head_dim]`), written to `out`. With `parallel` (decode: one
+/// token at a time), long contexts give each KV head's group its own task on the worker pool;
+/// batched prefill already runs one token per task and passes false.
+#[allow(clippy::too_many_arguments)]
 pub fn attend(
     s: &ModelSpec,
     q: &[f32],
@@ -19,6 +20,7 @@ pub fn attend(
     n: usize,
     out: &mut [f32],
     scratch: &mut Vec<f32>,
+    parallel: bool,
 ) {
     let (d, g) = (s.head_dim, s.group_size());
     let group = |kv: usize, o: &mut [f32], scores: &mut Vec<f32>| {
@@ -33,10 +35,14 @@ pub fn attend(
             scores,
         )
     };
-    if n * s.num_heads * d >= 1 << 16 && s.num_kv_heads > 1 && rayon::current_num_threads() > 1 {
-        out.par_chunks_mut(g * d)
-            .enumerate()
-            .for_each_init(Vec::new, |sc, (kv, o)| group(kv, o, sc));
+    let pool = crate::kernels::pool::global();
+    if parallel && n * s.num_heads * d >= 1 << 16 && s.num_kv_heads > 1 && pool.threads() > 1 {
+        let outs: Vec<std::sync::Mutex<&mut [f32]>> =
+            out.chunks_mut(g * d).map(std::sync::Mutex::new).collect();
+        pool.run(outs.len(), &|kv| {
+            let mut o = outs[kv].lock().unwrap_or_else(|e| e.into_inner());
+            group(kv, &mut o, &mut Vec::new());
+        });
     } else {
         for (kv, o) in out.chunks_mut(g * d).enumerate() {
             group(kv, o, scratch);
@@ -100,7 +106,16 @@ mod tests {
         let keys = rng.vec(n * 2 * d, 1.0);
         let values = rng.vec(n * 2 * d, 1.0);
         let mut got = vec![0.0; 6 * d];
-        attend(&spec, &q, &keys, &values, n, &mut got, &mut Vec::new());
+        attend(
+            &spec,
+            &q,
+            &keys,
+            &values,
+            n,
+            &mut got,
+            &mut Vec::new(),
+            true,
+        );
         for h in 0..6 {
             let kv = h / 3;
             let mut sc: Vec<f32> = (0..n)

@@ -358,6 +358,7 @@ impl Model {
                         pos + t + 1,
                         out,
                         scores,
+                        false,
                     )
                 });
             see(li, Site::AttnOut, &attn);
@@ -405,6 +406,7 @@ impl Model {
             n,
             &mut state.attn,
             &mut state.scores,
+            true,
         );
     }
 }
