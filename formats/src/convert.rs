@@ -83,7 +83,8 @@ pub fn write_pocket(
     }
 
     let tokenizer = source.tokenizer_json()?;
-    let packed = miniz_oxide::deflate::compress_to_vec(&tokenizer, 9);
+    // Level 6: within 1 % of level 9 on tokenizer.json, several times faster.
+    let packed = miniz_oxide::deflate::compress_to_vec(&tokenizer, 6);
     let header = PocketHeader {
         format: "pocket".into(),
         spec: source.spec().clone(),

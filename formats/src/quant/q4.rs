@@ -141,18 +141,19 @@ pub fn pack_codes(codes: &[u8], out: &mut [u8]) {
     }
 }
 
-/// Encodes a block with given parameters; returns the squared error.
-fn encode_block(x: &[f32], p: BlockParams, codes: &mut [u8]) -> f64 {
+/// Encodes a block with given parameters; returns the squared error and the largest error.
+fn encode_block(x: &[f32], p: BlockParams, codes: &mut [u8]) -> (f64, f64) {
     let p = p.widen();
     let mut q = [0u8; 128];
-    let mut err = 0.0f64;
+    let (mut err, mut max) = (0.0f64, 0.0f32);
     for (i, &v) in x.iter().enumerate() {
         q[i] = p.encode(v);
-        let e = (p.decode(q[i]) - v) as f64;
-        err += e * e;
+        let e = p.decode(q[i]) - v;
+        err += e as f64 * e as f64;
+        max = max.max(e.abs());
     }
     pack_codes(&q[..x.len()], codes);
-    err
+    (err, max as f64)
 }
 
 /// Result of quantizing one tensor.
@@ -215,16 +216,12 @@ pub fn quantize(values: &[f32], rows: usize, cols: usize, opt: Options) -> Quant
                 }
                 let imp = importance.map(|a| &a[b * block..(b + 1) * block]);
                 let p = exact.unwrap_or_else(|| search::q4_params(x, sym, method, imp));
-                let err = encode_block(x, p, &mut crow[b * block / 2..(b + 1) * block / 2]);
+                let (err, max) =
+                    encode_block(x, p, &mut crow[b * block / 2..(b + 1) * block / 2]);
                 write_params(p, sym, &mut prow[b * pb..(b + 1) * pb]);
                 st.sum_sq_err += err;
                 st.sum_sq += x.iter().map(|&v| v as f64 * v as f64).sum::<f64>();
-                let c = p.widen();
-                for (i, &v) in x.iter().enumerate() {
-                    let pair = crow[b * block / 2 + i / 2];
-                    let q = if i % 2 == 0 { pair >> 4 } else { pair & 0x0F };
-                    st.max_abs = st.max_abs.max((c.decode(q) - v).abs() as f64);
-                }
+                st.max_abs = st.max_abs.max(max);
             }
             (st, on_grid, off)
         })
