@@ -2,7 +2,7 @@
 //! (pp: one batch of P tokens from an empty context; tg: N single-token steps; tg at depth: N
 //! steps after D tokens already in the cache), so the numbers compare with llama.cpp's.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use pocket::kernels;
 use pocket::loader::LoadedModel;
@@ -122,13 +122,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    if let Some(n) = args.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()
-            .context("starting the thread pool")?;
-        pocket::kernels::pool::init(n.max(1));
-    }
+    crate::term::set_threads(args.threads)?;
     let start = Instant::now();
     let m = LoadedModel::open(&args.model)?;
     let load_s = start.elapsed().as_secs_f64();

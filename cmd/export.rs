@@ -1,6 +1,6 @@
 //! `pocket export`: turn a Hugging Face checkpoint into a deployable file.
 
-use crate::convert::{convert, print_summary, progress_bar, CalibArgs};
+use crate::convert::{convert, print_summary, progress_bar};
 use crate::quant_args::QuantArgs;
 use anyhow::Result;
 use anyhow::{bail, Context};
@@ -60,10 +60,7 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
         &args.input,
         &args.output,
         &recipe,
-        &CalibArgs {
-            calib: &args.quant.calib,
-            tokens: args.quant.calib_tokens,
-        },
+        &args.quant.calib_args(),
         args.json,
     )?;
     if args.json {

@@ -49,6 +49,13 @@ pub struct RecipeArgs {
 }
 
 impl QuantArgs {
+    pub fn calib_args(&self) -> crate::convert::CalibArgs<'_> {
+        crate::convert::CalibArgs {
+            calib: &self.calib,
+            tokens: self.calib_tokens,
+        }
+    }
+
     pub fn storage(&self) -> Result<QuantType> {
         let t = match self.quant.as_str() {
             "q4" => {

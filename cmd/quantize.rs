@@ -1,6 +1,6 @@
 //! `pocket quantize`: the quantizer with every knob and a per-tensor error report.
 
-use crate::convert::{convert, print_summary, print_table, CalibArgs};
+use crate::convert::{convert, print_summary, print_table};
 use crate::quant_args::{QuantArgs, RecipeArgs};
 use anyhow::{Context, Result};
 use clap::Args;
@@ -44,10 +44,7 @@ pub fn main(args: QuantizeArgs) -> Result<ExitCode> {
         &args.input,
         &args.output,
         &recipe,
-        &CalibArgs {
-            calib: &args.quant.calib,
-            tokens: args.quant.calib_tokens,
-        },
+        &args.quant.calib_args(),
         args.json,
     )?;
     let full = serde_json::json!({"seconds": secs, "recipe": recipe, "report": report});

@@ -103,13 +103,7 @@ pub struct RunArgs {
 }
 
 pub fn main(args: RunArgs) -> Result<ExitCode> {
-    if let Some(n) = args.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()
-            .context("starting the thread pool")?;
-        pocket::kernels::pool::init(n.max(1));
-    }
+    crate::term::set_threads(args.threads)?;
     let m = LoadedModel::open(&args.model)?;
     let settings = chat_settings(&args, &m)?;
     let ctx = args

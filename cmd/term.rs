@@ -28,3 +28,16 @@ pub fn thousands(n: u64) -> String {
     }
     out
 }
+
+/// `--threads N`: sizes rayon's pool (quantization, batched work) and pocket's kernel pool.
+pub fn set_threads(threads: Option<usize>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    if let Some(n) = threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()
+            .context("starting the thread pool")?;
+        pocket::kernels::pool::init(n.max(1));
+    }
+    Ok(())
+}

@@ -12,12 +12,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${1:-5}" THREADS="${THREADS:-2}" P="${P:-512}" N="${N:-128}" D="${D:-512}"
-VENV="${POCKET_LLAMACPP_VENV:-$ROOT/.venv-llamacpp}"
-if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q numpy "gguf>=0.17"
-  CMAKE_ARGS="-DGGML_NATIVE=ON" "$VENV/bin/pip" install -q --no-binary llama-cpp-python "llama-cpp-python==0.3.36"
-fi
+VENV="$("$ROOT/scripts/llamacpp-venv.sh")"
 cd "$ROOT"
 cargo build --release --locked --quiet
 POCKET="$ROOT/target/release/pocket"

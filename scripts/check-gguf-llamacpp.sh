@@ -7,12 +7,7 @@
 # (default: the SmolLM2 exports F16, Q8_0, Q4_0, Q4_1 and the MNN-shape exports, if present).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-VENV="${POCKET_LLAMACPP_VENV:-$ROOT/.venv-llamacpp}"
-if ! "$VENV/bin/python" -c "import llama_cpp, gguf, numpy" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q numpy "gguf>=0.17"
-  CMAKE_ARGS="-DGGML_NATIVE=ON" "$VENV/bin/pip" install -q --no-binary llama-cpp-python "llama-cpp-python==0.3.36"
-fi
+VENV="$("$ROOT/scripts/llamacpp-venv.sh")"
 cd "$ROOT"
 cargo build --release --locked --quiet
 DATA="$("$ROOT/scripts/fetch-eval-data.sh")"

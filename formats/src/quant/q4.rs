@@ -216,8 +216,7 @@ pub fn quantize(values: &[f32], rows: usize, cols: usize, opt: Options) -> Quant
                 }
                 let imp = importance.map(|a| &a[b * block..(b + 1) * block]);
                 let p = exact.unwrap_or_else(|| search::q4_params(x, sym, method, imp));
-                let (err, max) =
-                    encode_block(x, p, &mut crow[b * block / 2..(b + 1) * block / 2]);
+                let (err, max) = encode_block(x, p, &mut crow[b * block / 2..(b + 1) * block / 2]);
                 write_params(p, sym, &mut prow[b * pb..(b + 1) * pb]);
                 st.sum_sq_err += err;
                 st.sum_sq += x.iter().map(|&v| v as f64 * v as f64).sum::<f64>();

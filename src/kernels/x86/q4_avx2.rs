@@ -16,48 +16,29 @@ pub(super) unsafe fn hsum(v: __m256) -> f32 {
 }
 
 /// Per-block `s·sx` into `cs` (length ≥ nb + 16); returns `Σ_b (z_b − 8·s_b)·sx_b·Σxq_b`.
+/// `sm` is scratch for the row's parameters (length ≥ 2·(nb + 8)).
 #[inline]
 #[target_feature(enable = "avx2,f16c,fma")]
-unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) -> f32 {
+unsafe fn block_scales(
+    w: &Q4Matrix,
+    r: usize,
+    a: &QuantActs,
+    cs: &mut [f32],
+    sm: &mut [f32],
+) -> f32 {
     let nb = w.cols / w.block;
-    let pb = if w.sym { 2 } else { 4 };
-    let row = std::slice::from_raw_parts(w.params.as_ptr().add(r * nb * pb), nb * pb);
-    let split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    let eight = _mm256_set1_ps(8.0);
+    let (s, m) = sm.split_at_mut(nb + 8);
+    row_params(w, r, s, m);
     let mut corr = _mm256_setzero_ps();
     let mut b = 0;
     while b < nb {
-        // Eight blocks' parameters; the last group is copied into a zero-padded buffer (zero
-        // scales add nothing, and `cs` and the activation arrays are padded past the end).
-        let mut pad = [0u8; 32];
-        let group = if b + 8 <= nb {
-            &row[b * pb..(b + 8) * pb]
-        } else {
-            pad[..(nb - b) * pb].copy_from_slice(&row[b * pb..]);
-            &pad[..8 * pb]
-        };
-        let (z, s) = if w.sym {
-            // SAFETY: `group` holds 8 f16 scales (16 bytes).
-            let raw = _mm_loadu_si128(group.as_ptr() as *const _);
-            (_mm256_setzero_ps(), _mm256_cvtph_ps(raw))
-        } else {
-            // SAFETY: `group` holds 8 (zero, scale) f16 pairs (32 bytes).
-            let lo = _mm256_cvtph_ps(_mm_loadu_si128(group.as_ptr() as *const _));
-            let hi = _mm256_cvtph_ps(_mm_loadu_si128(group.as_ptr().add(16) as *const _));
-            let (lo, hi) = (
-                _mm256_permutevar8x32_ps(lo, split),
-                _mm256_permutevar8x32_ps(hi, split),
-            );
-            (
-                _mm256_permute2f128_ps::<0x20>(lo, hi),
-                _mm256_permute2f128_ps::<0x31>(lo, hi),
-            )
-        };
-        // SAFETY: the activation arrays and `cs` have 16 entries past the last block.
+        // SAFETY: `s`, `m` have 8 and the activation arrays and `cs` 16 entries past the last
+        // block (zeros past `nb` in `s` and `m`, so the extra lanes add nothing).
+        let sv = _mm256_loadu_ps(s.as_ptr().add(b));
         let sx = _mm256_loadu_ps(a.scale.as_ptr().add(b));
+        _mm256_storeu_ps(cs.as_mut_ptr().add(b), _mm256_mul_ps(sv, sx));
         let xs = _mm256_loadu_ps(a.scaled_sum.as_ptr().add(b));
-        _mm256_storeu_ps(cs.as_mut_ptr().add(b), _mm256_mul_ps(s, sx));
-        corr = _mm256_fmadd_ps(_mm256_fnmadd_ps(eight, s, z), xs, corr);
+        corr = _mm256_fmadd_ps(_mm256_loadu_ps(m.as_ptr().add(b)), xs, corr);
         b += 8;
     }
     hsum(corr)
@@ -76,6 +57,7 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
     let nb = cols / block;
     let stride = nb + 16;
     let mut cs = vec![0.0f32; ROWS * stride];
+    let mut sm = vec![0.0f32; 2 * (nb + 8)];
     let mut idx = [0i32; 8];
     for (k, v) in idx.iter_mut().enumerate() {
         *v = (8 * k / block) as i32;
@@ -91,7 +73,7 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
         let mut codes = [w.codes.as_ptr(); ROWS];
         for j in 0..n {
             let r = first + i + j;
-            corr[j] = block_scales(w, r, a, &mut cs[j * stride..(j + 1) * stride]);
+            corr[j] = block_scales(w, r, a, &mut cs[j * stride..(j + 1) * stride], &mut sm);
             codes[j] = w.codes.as_ptr().add(r * cols / 2);
         }
         let mut acc = [_mm256_setzero_ps(); ROWS];
@@ -123,7 +105,8 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
     }
 }
 
-/// Row `r`'s per-block `scale` and `zero − 8·scale` as f32 (`nb + 8` room each).
+/// Row `r`'s per-block `scale` and `zero − 8·scale` as f32 (`nb + 8` room each; the entries
+/// past `nb` of the last group of eight are zero).
 #[inline]
 #[target_feature(enable = "avx2,f16c,fma")]
 unsafe fn row_params(w: &Q4Matrix, r: usize, s_out: &mut [f32], m_out: &mut [f32]) {
