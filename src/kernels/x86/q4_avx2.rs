@@ -151,6 +151,8 @@ unsafe fn row_params(w: &Q4Matrix, r: usize, s_out: &mut [f32], m_out: &mut [f32
 /// Rows and tokens per register tile of the batched kernel.
 const TILE_ROWS: usize = 2;
 const TILE_TOKENS: usize = 4;
+/// Tokens whose activations are reused across all rows of a band before moving on.
+const TOKEN_BLOCK: usize = 16;
 
 /// Batched rows: `out[t·count + i] = row(first + i) · x_t`. Each unpacked chunk of codes
 /// serves four tokens, each loaded activation chunk two rows.
@@ -168,8 +170,6 @@ pub unsafe fn dot_rows_tokens(
 ) {
     let (cols, block) = (w.cols, w.block);
     let nb = cols / block;
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
     let mut idx = [0i32; 8];
     for (k, v) in idx.iter_mut().enumerate() {
         *v = (8 * k / block) as i32;
@@ -177,69 +177,134 @@ pub unsafe fn dot_rows_tokens(
     let idx = _mm256_loadu_si256(idx.as_ptr() as *const _);
     let mut s = vec![0.0f32; TILE_ROWS * (nb + 8)];
     let mut m = vec![0.0f32; TILE_ROWS * (nb + 8)];
-    let mut i = 0;
-    while i < count {
-        let nr = TILE_ROWS.min(count - i);
-        let mut codes = [w.codes.as_ptr(); TILE_ROWS];
-        for j in 0..nr {
-            let r = first + i + j;
-            row_params(
-                w,
-                r,
-                &mut s[j * (nb + 8)..(j + 1) * (nb + 8)],
-                &mut m[j * (nb + 8)..(j + 1) * (nb + 8)],
-            );
-            codes[j] = w.codes.as_ptr().add(r * cols / 2);
-        }
-        let mut t0 = 0;
-        while t0 < acts.len() {
-            let nt = TILE_TOKENS.min(acts.len() - t0);
-            let mut acc = [[_mm256_setzero_ps(); TILE_TOKENS]; TILE_ROWS];
-            for c in 0..cols / 64 {
-                // The first block chunk c touches; lane k of a chunk is in block base + 8k/block.
-                let base = c * 64 / block;
+    // Token blocks outermost: a block's activations (16 × cols bytes) stay in L1 while every
+    // row pair of the band passes over them.
+    let mut tb = 0;
+    while tb < acts.len() {
+        let tb_end = (tb + TOKEN_BLOCK).min(acts.len());
+        let mut i = 0;
+        while i < count {
+            let nr = TILE_ROWS.min(count - i);
+            let mut codes = [w.codes.as_ptr(); TILE_ROWS];
+            for j in 0..nr {
+                let r = first + i + j;
+                row_params(
+                    w,
+                    r,
+                    &mut s[j * (nb + 8)..(j + 1) * (nb + 8)],
+                    &mut m[j * (nb + 8)..(j + 1) * (nb + 8)],
+                );
+                codes[j] = w.codes.as_ptr().add(r * cols / 2);
+            }
+            let mut t0 = tb;
+            while t0 < tb_end {
+                let nt = TILE_TOKENS.min(tb_end - t0);
+                let ts = &acts[t0..t0 + nt];
+                let tile = Tile {
+                    codes,
+                    s: s.as_ptr(),
+                    stride: nb + 8,
+                    cols,
+                    block,
+                    idx,
+                };
+                // Fixed tile sizes compile to straight-line code with the sums in registers.
+                let acc = match (nr, nt) {
+                    (2, 4) => tile.run::<2, 4>(ts),
+                    (2, 3) => tile.run::<2, 3>(ts),
+                    (2, 2) => tile.run::<2, 2>(ts),
+                    (2, _) => tile.run::<2, 1>(ts),
+                    (_, 4) => tile.run::<1, 4>(ts),
+                    (_, 3) => tile.run::<1, 3>(ts),
+                    (_, 2) => tile.run::<1, 2>(ts),
+                    _ => tile.run::<1, 1>(ts),
+                };
                 for j in 0..nr {
-                    // SAFETY: chunk c's 32 code bytes lie inside row j.
-                    let v = _mm256_loadu_si256(codes[j].add(c * 32) as *const _);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
-                    let lo = _mm256_and_si256(v, mask);
-                    let sj = s.as_ptr().add(j * (nb + 8) + base);
-                    for t in 0..nt {
-                        let a = &acts[t0 + t];
-                        // SAFETY: chunk c's 64 activations lie inside token t's vector.
-                        let xe = _mm256_loadu_si256(a.perm.as_ptr().add(c * 64) as *const _);
-                        let xo = _mm256_loadu_si256(a.perm.as_ptr().add(c * 64 + 32) as *const _);
-                        let p = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi, xe),
-                            _mm256_maddubs_epi16(lo, xo),
-                        );
-                        let d = _mm256_madd_epi16(p, ones);
-                        // SAFETY: `s` has 8 and `a.scale` 16 entries of room past the last block.
-                        let sc = if block == 64 {
-                            _mm256_set1_ps(*sj * *a.scale.as_ptr().add(base))
-                        } else {
-                            _mm256_permutevar8x32_ps(
-                                _mm256_mul_ps(
-                                    _mm256_loadu_ps(sj),
-                                    _mm256_loadu_ps(a.scale.as_ptr().add(base)),
-                                ),
-                                idx,
-                            )
-                        };
-                        acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
+                    let mj = &m[j * (nb + 8)..j * (nb + 8) + nb];
+                    for (t, a) in ts.iter().enumerate() {
+                        let corr: f32 = mj.iter().zip(&a.scaled_sum).map(|(x, y)| x * y).sum();
+                        out[(t0 + t) * count + i + j] = acc[j][t] + corr;
                     }
                 }
+                t0 += nt;
             }
-            for j in 0..nr {
-                let mj = &m[j * (nb + 8)..j * (nb + 8) + nb];
-                for t in 0..nt {
-                    let a = &acts[t0 + t];
-                    let corr: f32 = mj.iter().zip(&a.scaled_sum).map(|(x, y)| x * y).sum();
-                    out[(t0 + t) * count + i + j] = hsum(acc[j][t]) + corr;
+            i += nr;
+        }
+        tb = tb_end;
+    }
+}
+
+/// One register tile of the batched kernel: up to `TILE_ROWS` rows × `TILE_TOKENS` tokens.
+struct Tile {
+    codes: [*const u8; TILE_ROWS],
+    /// Row scales, `stride` apart per row.
+    s: *const f32,
+    stride: usize,
+    cols: usize,
+    block: usize,
+    idx: __m256i,
+}
+
+impl Tile {
+    /// `sums[j][t]`: row j · token t without the zero-point correction.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; `R` ≤ the rows and `T` = `ts.len()` tokens the caller set up, with
+    /// the buffers `dot_rows_tokens` checked.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,fma")]
+    unsafe fn run<const R: usize, const T: usize>(
+        &self,
+        ts: &[QuantActs],
+    ) -> [[f32; TILE_TOKENS]; TILE_ROWS] {
+        let mask = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [[_mm256_setzero_ps(); T]; R];
+        let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
+        for c in 0..self.cols / 64 {
+            // The first block chunk c touches; lane k of a chunk is in block base + 8k/block.
+            let base = c * 64 / self.block;
+            let mut hi = [_mm256_setzero_si256(); R];
+            let mut lo = [_mm256_setzero_si256(); R];
+            for j in 0..R {
+                // SAFETY: chunk c's 32 code bytes lie inside row j.
+                let v = _mm256_loadu_si256(self.codes[j].add(c * 32) as *const _);
+                hi[j] = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                lo[j] = _mm256_and_si256(v, mask);
+            }
+            for (t, a) in ts.iter().enumerate() {
+                // SAFETY: chunk c's 64 activations lie inside token t's vector.
+                let xe = _mm256_loadu_si256(a.perm.as_ptr().add(c * 64) as *const _);
+                let xo = _mm256_loadu_si256(a.perm.as_ptr().add(c * 64 + 32) as *const _);
+                for j in 0..R {
+                    let p = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(hi[j], xe),
+                        _mm256_maddubs_epi16(lo[j], xo),
+                    );
+                    let d = _mm256_madd_epi16(p, ones);
+                    let sj = self.s.add(j * self.stride + base);
+                    // SAFETY: the row scales have 8 and `a.scale` 16 entries past the last block.
+                    let sc = if self.block == 64 {
+                        _mm256_set1_ps(*sj * *a.scale.as_ptr().add(base))
+                    } else {
+                        _mm256_permutevar8x32_ps(
+                            _mm256_mul_ps(
+                                _mm256_loadu_ps(sj),
+                                _mm256_loadu_ps(a.scale.as_ptr().add(base)),
+                            ),
+                            self.idx,
+                        )
+                    };
+                    acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j][t]);
                 }
             }
-            t0 += nt;
         }
-        i += nr;
+        let mut sums = [[0.0f32; TILE_TOKENS]; TILE_ROWS];
+        for j in 0..R {
+            for t in 0..T {
+                sums[j][t] = hsum(acc[j][t]);
+            }
+        }
+        sums
     }
 }
