@@ -63,12 +63,11 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
         *v = (8 * k / block) as i32;
     }
     let idx = _mm256_loadu_si256(idx.as_ptr() as *const _);
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
     let perm = a.perm.as_ptr();
     let mut i = 0;
     while i < y.len() {
-        let n = ROWS.min(y.len() - i);
+        // Groups of four rows, then single rows.
+        let n = if y.len() - i >= ROWS { ROWS } else { 1 };
         let mut corr = [0.0f32; ROWS];
         let mut codes = [w.codes.as_ptr(); ROWS];
         for j in 0..n {
@@ -76,30 +75,23 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
             corr[j] = block_scales(w, r, a, &mut cs[j * stride..(j + 1) * stride], &mut sm);
             codes[j] = w.codes.as_ptr().add(r * cols / 2);
         }
-        let mut acc = [_mm256_setzero_ps(); ROWS];
-        for c in 0..cols / 64 {
-            // SAFETY: chunk c's 64 activations lie inside the vector.
-            let xe = _mm256_loadu_si256(perm.add(c * 64) as *const _);
-            let xo = _mm256_loadu_si256(perm.add(c * 64 + 32) as *const _);
-            for j in 0..n {
-                // SAFETY: chunk c's 32 code bytes lie inside row j.
-                let v = _mm256_loadu_si256(codes[j].add(c * 32) as *const _);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
-                let lo = _mm256_and_si256(v, mask);
-                let p =
-                    _mm256_add_epi16(_mm256_maddubs_epi16(hi, xe), _mm256_maddubs_epi16(lo, xo));
-                let d = _mm256_madd_epi16(p, ones);
-                let cj = cs.as_ptr().add(j * stride + c * 64 / block);
-                let sc = if block == 64 {
-                    _mm256_broadcast_ss(&*cj)
-                } else {
-                    _mm256_permutevar8x32_ps(_mm256_loadu_ps(cj), idx)
-                };
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j]);
-            }
-        }
+        let rows = Rows {
+            codes,
+            cs: cs.as_ptr(),
+            stride,
+            perm,
+            cols,
+            block,
+            idx,
+        };
+        // A full group of rows compiles to straight-line code with the sums in registers.
+        let acc = if n == ROWS {
+            rows.run::<ROWS>()
+        } else {
+            rows.run::<1>()
+        };
         for j in 0..n {
-            y[i + j] = hsum(acc[j]) + corr[j];
+            y[i + j] = acc[j] + corr[j];
         }
         i += n;
     }
@@ -304,6 +296,59 @@ impl Tile {
             for t in 0..T {
                 sums[j][t] = hsum(acc[j][t]);
             }
+        }
+        sums
+    }
+}
+
+/// A group of rows of the single-token kernel, sharing each activation load.
+struct Rows {
+    codes: [*const u8; ROWS],
+    /// Combined scales `s·sx` per block, `stride` apart per row.
+    cs: *const f32,
+    stride: usize,
+    perm: *const i8,
+    cols: usize,
+    block: usize,
+    idx: __m256i,
+}
+
+impl Rows {
+    /// Row j · x for the first `R` rows, without the zero-point correction.
+    ///
+    /// # Safety
+    /// AVX2, FMA and F16C; `R` rows set up by `dot_rows` with the buffers it checked.
+    #[inline]
+    #[target_feature(enable = "avx2,f16c,fma")]
+    unsafe fn run<const R: usize>(&self) -> [f32; ROWS] {
+        let mask = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for c in 0..self.cols / 64 {
+            // SAFETY: chunk c's 64 activations lie inside the vector.
+            let xe = _mm256_loadu_si256(self.perm.add(c * 64) as *const _);
+            let xo = _mm256_loadu_si256(self.perm.add(c * 64 + 32) as *const _);
+            for j in 0..R {
+                // SAFETY: chunk c's 32 code bytes lie inside row j.
+                let v = _mm256_loadu_si256(self.codes[j].add(c * 32) as *const _);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                let lo = _mm256_and_si256(v, mask);
+                let p =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(hi, xe), _mm256_maddubs_epi16(lo, xo));
+                let d = _mm256_madd_epi16(p, ones);
+                // SAFETY: `cs` has 16 entries past the last block of each row.
+                let cj = self.cs.add(j * self.stride + c * 64 / self.block);
+                let sc = if self.block == 64 {
+                    _mm256_broadcast_ss(&*cj)
+                } else {
+                    _mm256_permutevar8x32_ps(_mm256_loadu_ps(cj), self.idx)
+                };
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, acc[j]);
+            }
+        }
+        let mut sums = [0.0f32; ROWS];
+        for j in 0..R {
+            sums[j] = hsum(acc[j]);
         }
         sums
     }
