@@ -3,13 +3,14 @@
 //!
 //! Built: perplexity with KL divergence and top-1 agreement against a baseline build
 //! ([`ppl`]); IFEval scoring identical to lm-eval's ([`ifeval`]); GSM8K prompts and scoring as
-//! lm-eval's yaml files define them ([`gsm8k`]); multiple choice by log-likelihood (`mc`);
+//! lm-eval's yaml files define them ([`gsm8k`]); multiple choice by log-likelihood ([`mc`]);
 //! resumable per-item result logs ([`runlog`]) and the paired comparison of two runs
 //! ([`compare`]).
 
 pub mod compare;
 pub mod gsm8k;
 pub mod ifeval;
+pub mod mc;
 pub mod ppl;
 pub mod results;
 pub mod runlog;
