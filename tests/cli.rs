@@ -61,8 +61,6 @@ fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
     let fx = fixture.to_str().unwrap();
     for args in [
         &["bench", "whatever"][..],
-        &["eval", "ifeval", "x"],
-        &["eval", "gsm8k", "x"],
         &["export", fx, "-o", "/nonexistent/x", "--format", "mnn"],
     ] {
         let out = pocket(args);
