@@ -91,6 +91,7 @@ fn run_items(
     resume: &mut Resume,
     items: &[GenItem],
     hidden: bool,
+    headline: &str,
     mut score: impl FnMut(usize, &str) -> (ItemScores, Map<String, Value>),
 ) -> Result<Vec<ItemScores>> {
     let bar = progress(items.len(), "items", hidden);
@@ -117,14 +118,17 @@ fn run_items(
             result.insert("scores".into(), json!(scores.scores));
             resume.append(&item.id, &item.fields, result)?;
         }
-        // The first score (alphabetically) as a running accuracy in the bar.
-        right += scores
-            .scores
-            .values()
-            .next()
-            .and_then(|v| pocket_evals::results::units(v))
-            .is_some_and(|u| u.iter().all(|&b| b)) as usize;
-        bar.set_message(format!("{:.1}%", 100.0 * right as f64 / (i + 1) as f64));
+        right += usize::from(
+            scores
+                .scores
+                .get(headline)
+                .and_then(pocket_evals::results::units)
+                .is_some_and(|u| u.iter().all(|&b| b)),
+        );
+        bar.set_message(format!(
+            "{headline} {:.1}%",
+            100.0 * right as f64 / (i + 1) as f64
+        ));
         bar.inc(1);
         out.push(scores);
     }
@@ -168,6 +172,7 @@ pub fn ifeval(a: IfevalArgs) -> Result<ExitCode> {
         &mut resume,
         &requests,
         a.run.json,
+        "prompt_level_strict_acc",
         |i, response| {
             let it = &items[i];
             let v = ifeval::score_response(it, response);
@@ -280,6 +285,7 @@ pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
         &mut resume,
         &requests,
         a.run.json,
+        "flexible_extract",
         |i, response| {
             let v = task.score(response, &problems[i].answer);
             let scores = [
