@@ -354,7 +354,10 @@ fn compare_reports_known_flips() {
         text.contains("prompt_level_strict_acc right in A only (2): 1 2"),
         "{text}"
     );
-    assert!(text.contains("-20.00 points, within noise"), "{text}");
+    assert!(
+        text.contains("-20.00 points, within noise (2 vs 1 flips, p = 1.00"),
+        "{text}"
+    );
 
     // Different tasks: bad input. Missing argument: usage.
     assert_error(

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use pocket_evals::compare::{compare, read_run, Comparison, MetricComparison, BOOTSTRAP_RESAMPLES};
 use pocket_evals::ifeval;
 use pocket_evals::results::ItemScores;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,28 +58,7 @@ pub fn score(task: ScoreTask) -> Result<ExitCode> {
     let items: Vec<ItemScores> = scored
         .verdicts
         .iter()
-        .map(|v| {
-            let bits = |b: &[bool]| -> Value { b.iter().map(|&x| u8::from(x)).collect() };
-            ItemScores {
-                id: json!(v.key),
-                scores: [
-                    (
-                        "prompt_level_strict_acc",
-                        json!(u8::from(v.strict.iter().all(|&b| b))),
-                    ),
-                    (
-                        "prompt_level_loose_acc",
-                        json!(u8::from(v.loose.iter().all(|&b| b))),
-                    ),
-                    ("inst_level_strict_acc", bits(&v.strict)),
-                    ("inst_level_loose_acc", bits(&v.loose)),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-                instruction_id_list: Some(v.instruction_ids.clone()),
-            }
-        })
+        .map(|v| ifeval::item_scores(v.key, &v.instruction_ids, &v.strict, &v.loose))
         .collect();
     let name = model_name(&a.responses);
     let details = json!({"responses": a.responses, "data": a.data, "per_instruction": scored.per_instruction});
@@ -201,14 +180,18 @@ fn judgement(m: &MetricComparison) -> String {
         "identical on every unit".to_string()
     } else if contains_zero && m.mcnemar_p >= 0.05 {
         format!(
-            "{} points, within noise ({} flips each way roughly cancel)",
+            "{} points, within noise ({} vs {} flips, p = {:.2}, interval contains 0)",
             points(m.diff),
-            m.a_only + m.b_only
+            m.a_only,
+            m.b_only,
+            m.mcnemar_p
         )
     } else {
         format!(
-            "{} points, unlikely to be noise (p = {:.3})",
+            "{} points, unlikely to be noise ({} vs {} flips, p = {:.3})",
             points(m.diff),
+            m.a_only,
+            m.b_only,
             m.mcnemar_p
         )
     }

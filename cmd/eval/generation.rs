@@ -176,31 +176,10 @@ pub fn ifeval(a: IfevalArgs) -> Result<ExitCode> {
         |i, response| {
             let it = &items[i];
             let v = ifeval::score_response(it, response);
-            let scores = [
-                ("prompt_level_strict_acc", bit(v.strict.iter().all(|&b| b))),
-                ("prompt_level_loose_acc", bit(v.loose.iter().all(|&b| b))),
-                (
-                    "inst_level_strict_acc",
-                    v.strict.iter().map(|&b| bit(b)).collect(),
-                ),
-                (
-                    "inst_level_loose_acc",
-                    v.loose.iter().map(|&b| bit(b)).collect(),
-                ),
-            ];
+            let scores = ifeval::item_scores(it.key, &it.instruction_ids, &v.strict, &v.loose);
             verdicts.push((it, v));
             let extra = obj(json!({"instruction_id_list": it.instruction_ids}));
-            (
-                ItemScores {
-                    id: json!(it.key),
-                    scores: scores
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .collect(),
-                    instruction_id_list: Some(it.instruction_ids.clone()),
-                },
-                extra,
-            )
+            (scores, extra)
         },
     )?;
     let table = ifeval::Report::new(&verdicts);
