@@ -34,8 +34,8 @@ pub fn units(score: &Value) -> Option<Vec<bool>> {
         match v {
             Value::Bool(b) => Some(*b),
             Value::Number(n) => match n.as_f64() {
-                Some(x) if x == 0.0 => Some(false),
-                Some(x) if x == 1.0 => Some(true),
+                Some(0.0) => Some(false),
+                Some(1.0) => Some(true),
                 _ => None,
             },
             _ => None,
