@@ -328,3 +328,81 @@ fn compare_metric(
     };
     Ok((m, groups))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn reads_reports_and_logs_alike_and_ignores_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = write(
+            dir.path(),
+            "a.json",
+            r#"{"task": "gsm8k_cot", "model": "m", "n": 2, "metrics": {},
+                "items": [{"id": 0, "scores": {"strict_match": 1}},
+                          {"id": 1, "scores": {"strict_match": 0}}]}"#,
+        );
+        let log = write(
+            dir.path(),
+            "b.jsonl",
+            "{\"task\":\"gsm8k_cot\",\"model\":\"q\",\"id\":1,\"scores\":{\"strict_match\":1}}\n\
+             {\"task\":\"gsm8k_cot\",\"model\":\"q\",\"id\":0,\"scores\":{\"strict_match\":1}}\n\
+             {\"task\":\"gsm8k_cot\",\"id\":2,\"sco",
+        );
+        let (a, b) = (read_run(&report).unwrap(), read_run(&log).unwrap());
+        assert_eq!((a.model.as_str(), b.model.as_str()), ("m", "q"));
+        assert_eq!(b.items.len(), 2);
+        let c = compare(&a, &b).unwrap();
+        assert_eq!(c.paired_items, 2);
+        let m = &c.metrics[0];
+        assert_eq!((m.a, m.b, m.diff), (0.5, 1.0, 0.5));
+        assert_eq!((m.a_only, m.b_only), (0, 1));
+        assert_eq!(m.b_only_ids, ["1"]);
+        assert!((m.mcnemar_p - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn mismatched_runs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(
+            dir.path(),
+            "a.jsonl",
+            "{\"task\":\"ifeval\",\"id\":1,\"scores\":{\"inst\":[1,0]}}\n",
+        );
+        let b = write(
+            dir.path(),
+            "b.jsonl",
+            "{\"task\":\"ifeval\",\"id\":1,\"scores\":{\"inst\":[1]}}\n",
+        );
+        let e = compare(&read_run(&a).unwrap(), &read_run(&b).unwrap()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("2 units in one run and 1 in the other"),
+            "{e}"
+        );
+        let dup = write(
+            dir.path(),
+            "d.jsonl",
+            "{\"task\":\"ifeval\",\"id\":1,\"scores\":{}}\n{\"task\":\"ifeval\",\"id\":1,\"scores\":{}}\n",
+        );
+        let e = compare(&read_run(&dup).unwrap(), &read_run(&a).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("item 1 appears twice"), "{e}");
+        let mixed = write(
+            dir.path(),
+            "m.jsonl",
+            "{\"task\":\"ifeval\",\"id\":1,\"scores\":{}}\n{\"task\":\"mc_cloze\",\"id\":2,\"scores\":{}}\n",
+        );
+        let e = read_run(&mixed).unwrap_err().to_string();
+        assert!(
+            e.ends_with("m.jsonl:2: task mc_cloze, earlier lines ifeval"),
+            "{e}"
+        );
+    }
+}
