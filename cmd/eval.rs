@@ -1,18 +1,43 @@
-//! `pocket eval`: quality measurements. Built: `ppl` (perplexity, and the drift of a build
-//! from a baseline build on the same tokens). IFEval and GSM8K arrive with issue #6.
+//! `pocket eval`: quality measurements. `ppl` (perplexity, and the drift of a build from a
+//! baseline on the same tokens), `ifeval`, `gsm8k` and `mc` (tasks scored as
+//! lm-evaluation-harness scores them), `score` (an existing responses file, no model) and
+//! `compare` (two runs of one task: scores, flips, significance).
+//!
+//! Task runs are resumable: with `--out FILE`, every finished item is appended to FILE as one
+//! JSON line; running the same command again skips the items already there.
 
-use anyhow::{bail, Context, Result};
+mod compare;
+mod engine;
+mod generation;
+mod mc;
+mod ppl;
+
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use pocket::loader::LoadedModel;
-use pocket::model::{Logits, State};
-use pocket_evals::ppl::{perplexity, PplOptions};
-use pocket_evals::LogitModel;
+use pocket_evals::results::{ItemScores, RunReport};
+use pocket_evals::runlog::{Logged, RunLog};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
+#[command(after_help = "\
+Task runs (ifeval, gsm8k, mc) decode greedily and can be resumed: with --out FILE each finished \
+item is appended to FILE as one JSON line, and the same command run again skips those items \
+and reports the same scores as an uninterrupted run.
+
+Exit codes: 0 success, 1 bad input or failure, 2 bad usage.
+
+Examples:
+  pocket eval gsm8k models/smollm2-135m-instruct --variant gsm8k_cot --limit 50 --out a.jsonl
+  pocket eval gsm8k smol-q4.pocket --variant gsm8k_cot --limit 50 --out b.jsonl
+  pocket eval compare a.jsonl b.jsonl
+  pocket eval ifeval MODEL --out responses.jsonl --json > ifeval.json
+  pocket eval score ifeval --responses responses.jsonl
+  pocket eval mc MODEL --data questions.csv --style letters")]
 pub struct EvalArgs {
     #[command(subcommand)]
     pub task: Task,
@@ -22,159 +47,196 @@ pub struct EvalArgs {
 pub enum Task {
     /// Perplexity of MODEL on a text; with --baseline, also the mean KL divergence from the
     /// baseline's next-token distribution and top-1 agreement, on the same tokens
-    Ppl(PplArgs),
-    /// IFEval instruction following [not built yet: issue #6]
-    Ifeval(crate::pending::Pending),
-    /// GSM8K grade-school math [not built yet: issue #6]
-    Gsm8k(crate::pending::Pending),
-}
-
-#[derive(Args)]
-pub struct PplArgs {
-    /// Model: an HF checkpoint directory or a .pocket file
-    pub model: PathBuf,
-    /// UTF-8 text file to score
-    #[arg(long, required_unless_present = "tokens", conflicts_with = "tokens")]
-    pub text: Option<PathBuf>,
-    /// Score these token ids instead of a text: a JSON array (e.g. another engine's
-    /// tokenization, to compare on exactly the same tokens)
-    #[arg(long)]
-    pub tokens: Option<PathBuf>,
-    /// A second build of the same model (e.g. the bf16 checkpoint) to compare against
-    #[arg(long)]
-    pub baseline: Option<PathBuf>,
-    /// Window length: the text is scored in independent windows of this many tokens
-    #[arg(long, default_value_t = 512)]
-    pub ctx: usize,
-    /// Score at most this many tokens of the text
-    #[arg(long)]
-    pub max_tokens: Option<usize>,
-    /// Print one JSON object: {ppl, nll_mean, tokens, kld_mean, top1_agree, ...}
-    #[arg(long)]
-    pub json: bool,
+    Ppl(ppl::PplArgs),
+    /// IFEval instruction following (541 prompts through the chat template, scored exactly as
+    /// lm-eval 0.4.13)
+    Ifeval(generation::IfevalArgs),
+    /// GSM8K grade-school math, as lm-eval's gsm8k / gsm8k_cot / gsm8k_cot_zeroshot /
+    /// gsm8k_cot_llama (chat) tasks
+    Gsm8k(generation::Gsm8kArgs),
+    /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions
+    Mc(mc::McArgs),
+    /// Score an existing responses file without a model
+    #[command(subcommand)]
+    Score(compare::ScoreTask),
+    /// Compare two runs of the same task (e.g. bf16 vs Q4): both scores, the difference with a
+    /// 95% paired bootstrap interval, the items that flipped each way, McNemar's exact test
+    Compare(compare::CompareArgs),
 }
 
 pub fn main(args: EvalArgs) -> Result<ExitCode> {
     match args.task {
-        Task::Ppl(a) => ppl(a),
-        Task::Ifeval(_) => crate::pending::main("eval ifeval", 6),
-        Task::Gsm8k(_) => crate::pending::main("eval gsm8k", 6),
+        Task::Ppl(a) => ppl::main(a),
+        Task::Ifeval(a) => generation::ifeval(a),
+        Task::Gsm8k(a) => generation::gsm8k(a),
+        Task::Mc(a) => mc::main(a),
+        Task::Score(a) => compare::score(a),
+        Task::Compare(a) => compare::main(a),
     }
 }
 
-/// The engine seen by the evals crate: a model and a context that grows until reset.
-struct Engine<'m> {
-    m: &'m LoadedModel,
-    state: State,
+/// Options every task run shares.
+#[derive(Args)]
+pub struct RunOpts {
+    /// Evaluate only the first N items
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Append each finished item to FILE (JSON lines) and skip the items already in it
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print one JSON report (scores, settings, per-item scores) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Context length in tokens (default: the model's maximum)
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Worker threads (default: all cores)
+    #[arg(short, long)]
+    pub threads: Option<usize>,
 }
 
-impl LogitModel for Engine<'_> {
-    fn vocab_size(&self) -> usize {
-        self.m.model.spec.vocab_size
-    }
-    fn reset(&mut self) {
-        self.state.cache.clear();
-    }
-    fn logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
-        self.m
-            .model
-            .forward_batch(&mut self.state, tokens, Logits::All)
-            .map_err(|e| e.to_string())
-    }
-}
-
-fn ppl(a: PplArgs) -> Result<ExitCode> {
-    if a.ctx < 2 {
-        bail!("--ctx must be at least 2");
-    }
-    let m = LoadedModel::open(&a.model)?;
-    let base = a.baseline.as_deref().map(LoadedModel::open).transpose()?;
-    let mut tokens = match (&a.text, &a.tokens) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let tokens = m.tokenizer.encode(&text, true)?;
-            if let Some(b) = &base {
-                if b.tokenizer.encode(&text, true)? != tokens {
-                    bail!(
-                        "{} and {} tokenize the text differently: not builds of the same model",
-                        a.model.display(),
-                        b.path.display()
-                    );
-                }
-            }
-            tokens
+impl RunOpts {
+    pub fn start_threads(&self) -> Result<()> {
+        if let Some(n) = self.threads {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build_global()
+                .context("starting the thread pool")?;
         }
-        (None, Some(path)) => {
-            let raw = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let ids: Vec<u32> = serde_json::from_str(&raw).with_context(|| {
-                format!("{}: expected a JSON array of token ids", path.display())
-            })?;
-            if let Some(bad) = ids.iter().find(|&&t| t as usize >= m.model.spec.vocab_size) {
-                bail!(
-                    "{}: token id {bad} is outside the vocabulary ({})",
-                    path.display(),
-                    m.model.spec.vocab_size
+        Ok(())
+    }
+
+    pub fn limit<T>(&self, mut items: Vec<T>) -> Vec<T> {
+        if let Some(n) = self.limit {
+            items.truncate(n as usize);
+        }
+        items
+    }
+}
+
+/// How a run names its model in logs and reports: the file or directory name, so moving a
+/// model does not break resuming.
+pub fn model_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// A progress bar on stderr, hidden for --json and when stderr is not a terminal.
+pub fn progress(len: usize, unit: &str, hidden: bool) -> ProgressBar {
+    if hidden || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} {unit} {{msg}} ETA {{eta}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// The items of an earlier run, read back from `--out`, and the log new items go to.
+pub struct Resume {
+    log: Option<RunLog>,
+    done: HashMap<String, Logged>,
+    identity: Map<String, Value>,
+    pub resumed: usize,
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+impl Resume {
+    /// `identity` (task, model, settings) goes into every record and must match the file's.
+    pub fn open(out: Option<&Path>, identity: Map<String, Value>) -> Result<Resume> {
+        let (log, done) = match out {
+            Some(path) => {
+                let (log, records) = RunLog::open(path, &identity)?;
+                let done = records
+                    .into_iter()
+                    .map(|l| (id_key(l.record.get("id").unwrap_or(&Value::Null)), l))
+                    .collect();
+                (Some(log), done)
+            }
+            None => (None, HashMap::new()),
+        };
+        Ok(Resume {
+            log,
+            done,
+            identity,
+            resumed: 0,
+        })
+    }
+
+    /// The logged record of item `id`, if it was finished; its `fields` must equal the item's
+    /// (the data file has not changed under the log).
+    pub fn finished(
+        &mut self,
+        id: &Value,
+        fields: &Map<String, Value>,
+    ) -> Result<Option<Map<String, Value>>> {
+        let Some(logged) = self.done.get(&id_key(id)) else {
+            return Ok(None);
+        };
+        for (k, v) in fields {
+            if logged.record.get(k) != Some(v) {
+                let path = self.log.as_ref().map(|l| l.path().display().to_string());
+                anyhow::bail!(
+                    "{}:{}: item {id} has a different {k} than the data: written from another data file? Use another --out",
+                    path.unwrap_or_default(),
+                    logged.line
                 );
             }
-            ids
         }
-        (None, None) => bail!("give --text FILE or --tokens FILE"),
-    };
-    if let Some(n) = a.max_tokens {
-        tokens.truncate(n);
+        self.resumed += 1;
+        Ok(Some(logged.record.clone()))
     }
-    let ctx = a.ctx.min(m.model.spec.max_position_embeddings);
-    let mut engine = Engine {
-        m: &m,
-        state: m.model.new_state(ctx),
-    };
-    let mut base_engine = base.as_ref().map(|b| Engine {
-        m: b,
-        state: b.model.new_state(ctx),
-    });
-    let bar = if a.json || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(tokens.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} tokens {per_sec} ETA {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    };
-    let start = std::time::Instant::now();
-    let report = perplexity(
-        &mut engine,
-        base_engine.as_mut().map(|e| e as &mut dyn LogitModel),
-        &tokens,
-        &PplOptions {
-            window: ctx,
-            chunk: 64,
-        },
-        &|done, _| bar.set_position(done as u64),
-    )?;
-    bar.finish_and_clear();
-    let secs = start.elapsed().as_secs_f64();
-    if a.json {
-        let mut v = serde_json::to_value(&report)?;
-        v["model"] = serde_json::json!(m.path);
-        v["baseline"] = serde_json::json!(a.baseline);
-        v["text"] = serde_json::json!(a.text.as_ref().or(a.tokens.as_ref()));
-        v["ctx"] = serde_json::json!(ctx);
-        v["seconds"] = serde_json::json!(secs);
-        println!("{v}");
-    } else {
-        println!(
-            "perplexity {:.4} (mean NLL {:.5}) over {} tokens in {} windows of {ctx} ({secs:.0} s)",
-            report.ppl, report.nll_mean, report.tokens, report.windows
-        );
-        if let (Some(k), Some(t), Some(bp)) =
-            (report.kld_mean, report.top1_agree, report.baseline_ppl)
-        {
-            println!("baseline perplexity {bp:.4}; mean KL(baseline ‖ model) {k:.6}; top-1 agreement {:.2}%", t * 100.0);
+
+    /// Appends a finished item: identity, then `fields`, then `result`.
+    pub fn append(
+        &mut self,
+        id: &Value,
+        fields: &Map<String, Value>,
+        result: Map<String, Value>,
+    ) -> Result<()> {
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        let mut record = self.identity.clone();
+        record.insert("id".into(), id.clone());
+        record.extend(fields.clone());
+        record.extend(result);
+        log.append(&record)?;
+        Ok(())
+    }
+}
+
+/// The report of a task run, with `details` for --json.
+pub fn report(
+    task: &str,
+    model: &str,
+    items: Vec<ItemScores>,
+    details: Value,
+) -> Result<RunReport> {
+    Ok(RunReport {
+        task: task.to_string(),
+        model: model.to_string(),
+        n: items.len(),
+        metrics: pocket_evals::results::summarize(&items)?,
+        details,
+        items,
+    })
+}
+
+/// Text lines for a report's metrics: `name  value ± stderr`.
+pub fn print_metrics(report: &RunReport, order: &[&str]) {
+    for name in order {
+        if let Some(m) = report.metrics.get(*name) {
+            let err = m.stderr.map(|s| format!(" ± {:.4}", s)).unwrap_or_default();
+            println!("  {name:<26} {:.4}{err}  ({} units)", m.value, m.units);
         }
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -10,7 +10,6 @@ mod convert;
 mod eval;
 mod export;
 mod inspect;
-mod pending;
 mod quant_args;
 mod quantize;
 mod run;

@@ -2,12 +2,21 @@
 //! traits here, so scoring is testable without a model and the engine stays out of this crate.
 //!
 //! Built: perplexity with KL divergence and top-1 agreement against a baseline build
-//! ([`ppl`]), and IFEval scoring identical to lm-eval's ([`ifeval`]). GSM8K and multiple
-//! choice come with a later issue.
+//! ([`ppl`]); IFEval scoring identical to lm-eval's ([`ifeval`]); GSM8K prompts and scoring as
+//! lm-eval's yaml files define them ([`gsm8k`]); multiple choice by log-likelihood ([`mc`]);
+//! resumable per-item result logs ([`runlog`]) and the paired comparison of two runs
+//! ([`compare`]).
 
+pub mod compare;
+pub mod gsm8k;
 pub mod ifeval;
+pub mod mc;
 pub mod ppl;
+pub mod results;
+pub mod runlog;
+pub mod stats;
 
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// A model that returns next-token logits for tokens appended to its current context.
@@ -18,6 +27,60 @@ pub trait LogitModel {
     /// Appends `tokens` and returns their logits, `tokens.len() × vocab_size` values (row `i`
     /// predicts the token after `tokens[i]`).
     fn logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String>;
+    /// Keeps only the first `len` positions of the context, so several continuations can be
+    /// scored after one run of a shared prefix. Returns false when the model cannot (the
+    /// default); callers then [`reset`](LogitModel::reset) and run the prefix again.
+    fn rewind(&mut self, len: usize) -> bool {
+        let _ = len;
+        false
+    }
+}
+
+/// Text to token ids, the way the harness's `tok_encode` does it for the model (the
+/// tokenizer's own special tokens, unless the text already starts with the BOS text).
+pub trait Tokenize {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+}
+
+/// One message of a chat prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: &str) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// What a task asks the model to continue: plain text, or a conversation that the engine
+/// renders through the model's chat template with the generation prompt (lm-eval's
+/// `--apply_chat_template`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prompt {
+    Text(String),
+    Chat(Vec<ChatMessage>),
+}
+
+/// A greedy generation, as lm-eval's `generate_until` request: continue `prompt` until an
+/// end-of-sequence token, one of `until`, or `max_gen_toks` tokens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenRequest {
+    pub prompt: Prompt,
+    pub until: Vec<String>,
+    pub max_gen_toks: usize,
+}
+
+/// A model that answers [`GenRequest`]s.
+pub trait TextGenerator {
+    /// The greedy continuation, decoded without special tokens and cut before the first stop
+    /// string (lm-eval's post-processing).
+    fn generate(&mut self, request: &GenRequest) -> Result<String, String>;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -29,7 +29,7 @@ pub struct PplOptions {
 }
 
 /// log-softmax of one row, in f64 for a stable KL.
-fn log_softmax(row: &[f32]) -> Vec<f64> {
+pub(crate) fn log_softmax(row: &[f32]) -> Vec<f64> {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let lse = row
         .iter()

@@ -45,7 +45,7 @@ use serde_json::Value;
 
 pub use checks::count_words;
 pub use instructions::{Instruction, Relation, INSTRUCTION_IDS};
-pub use report::{InstructionStats, Report, RowVerdict};
+pub use report::{item_scores, InstructionStats, Report, RowVerdict};
 
 use crate::EvalError;
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{IfevalItem, ItemVerdict};
+use crate::results::ItemScores;
 
 /// Verdicts of one response row.
 #[derive(Clone, Debug, Serialize)]
@@ -91,5 +92,34 @@ impl Report {
             per_instruction,
             verdicts,
         }
+    }
+}
+
+fn bits(v: &[bool]) -> serde_json::Value {
+    v.iter().map(|&b| u8::from(b)).collect()
+}
+
+/// One response's scores in the form reports average and `compare` pairs: the prompt-level
+/// scores as 0/1 and the instruction-level ones as one 0/1 per instruction, named by
+/// `instruction_ids`.
+pub fn item_scores(
+    key: i64,
+    instruction_ids: &[String],
+    strict: &[bool],
+    loose: &[bool],
+) -> ItemScores {
+    let all = |b: &[bool]| serde_json::Value::from(u8::from(b.iter().all(|&x| x)));
+    ItemScores {
+        id: serde_json::Value::from(key),
+        scores: [
+            ("prompt_level_strict_acc", all(strict)),
+            ("prompt_level_loose_acc", all(loose)),
+            ("inst_level_strict_acc", bits(strict)),
+            ("inst_level_loose_acc", bits(loose)),
+        ]
+        .into_iter()
+        .map(|(k, s)| (k.to_string(), s))
+        .collect(),
+        instruction_id_list: Some(instruction_ids.to_vec()),
     }
 }

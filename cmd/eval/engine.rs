@@ -1,0 +1,121 @@
+//! The engine as the evals crate sees it: next-token logits with a rewindable context
+//! ([`LogitModel`]), the harness's tokenization ([`Tokenize`]) and greedy generation until stop
+//! strings ([`TextGenerator`]). Built on pocket's public API only.
+
+use pocket::chat_template::Message;
+use pocket::generate::{generate_text, Control, StopAt};
+use pocket::loader::LoadedModel;
+use pocket::model::{Logits, State};
+use pocket::sampler::{Sampler, SamplerConfig};
+use pocket_evals::{GenRequest, LogitModel, Prompt, TextGenerator, Tokenize};
+
+pub struct Engine<'m> {
+    pub m: &'m LoadedModel,
+    pub state: State,
+    /// Generated tokens and decode time, summed over requests.
+    pub generated_tokens: usize,
+    pub decode_seconds: f64,
+}
+
+impl<'m> Engine<'m> {
+    /// An engine whose context holds at most `ctx` positions.
+    pub fn new(m: &'m LoadedModel, ctx: usize) -> Engine<'m> {
+        Engine {
+            m,
+            state: m.model.new_state(ctx),
+            generated_tokens: 0,
+            decode_seconds: 0.0,
+        }
+    }
+}
+
+/// The model's tokenizer used the way lm-eval's HF model uses it.
+pub struct HarnessTokenizer<'m>(pub &'m LoadedModel);
+
+impl Tokenize for HarnessTokenizer<'_> {
+    /// The tokenizer's special tokens are added unless the text already starts with the BOS
+    /// token's text (a chat template that writes it itself).
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        let m = self.0;
+        let starts_with_bos = m
+            .tokenizer_meta
+            .bos_token
+            .as_deref()
+            .is_some_and(|b| !b.is_empty() && text.starts_with(b));
+        m.tokenizer
+            .encode(text, !starts_with_bos)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl LogitModel for Engine<'_> {
+    fn vocab_size(&self) -> usize {
+        self.m.model.spec.vocab_size
+    }
+    fn reset(&mut self) {
+        self.state.cache.clear();
+    }
+    fn logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
+        self.m
+            .model
+            .forward_batch(&mut self.state, tokens, Logits::All)
+            .map_err(|e| e.to_string())
+    }
+    /// The KV cache is per position, so dropping the positions after `len` restores the state
+    /// of the shorter context exactly.
+    fn rewind(&mut self, len: usize) -> bool {
+        if len > self.state.cache.len() {
+            return false;
+        }
+        self.state.cache.truncate(len);
+        true
+    }
+}
+
+impl TextGenerator for Engine<'_> {
+    fn generate(&mut self, request: &GenRequest) -> Result<String, String> {
+        let text = match &request.prompt {
+            Prompt::Text(t) => t.clone(),
+            Prompt::Chat(messages) => {
+                let messages: Vec<Message> = messages
+                    .iter()
+                    .map(|m| Message::new(&m.role, &m.content))
+                    .collect();
+                self.m
+                    .render_chat(&messages, true)
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let mut ids = HarnessTokenizer(self.m).encode(&text)?;
+        // As the harness: keep the last (context − max_gen_toks) prompt tokens.
+        let capacity = self.state.cache.capacity();
+        let room = capacity.saturating_sub(request.max_gen_toks).max(1);
+        if ids.len() > room {
+            ids.drain(..ids.len() - room);
+        }
+        if ids.is_empty() {
+            return Err("the prompt has no tokens".into());
+        }
+        self.state.cache.clear();
+        let mut sampler = Sampler::new(SamplerConfig::default());
+        let stop = StopAt {
+            ids: &self.m.stop_ids,
+            strings: &request.until,
+            max_tokens: request.max_gen_toks,
+        };
+        let answer = generate_text(
+            &self.m.model,
+            &self.m.tokenizer,
+            &mut self.state,
+            &ids,
+            &mut sampler,
+            &stop,
+            |_| Control::Continue,
+        )
+        .map_err(|e| e.to_string())?;
+        self.generated_tokens += answer.generation.tokens.len();
+        self.decode_seconds +=
+            (answer.generation.prefill_time + answer.generation.decode_time).as_secs_f64();
+        Ok(answer.text)
+    }
+}

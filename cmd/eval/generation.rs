@@ -1,0 +1,355 @@
+//! `pocket eval ifeval` and `pocket eval gsm8k`: greedy generation tasks. Prompts, stop strings
+//! and lengths come from the evals crate (lm-eval's definitions); this file loads the data,
+//! drives the engine item by item with resume and progress, and prints the report.
+
+use super::engine::Engine;
+use super::{model_name, print_metrics, progress, report, Resume, RunOpts};
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use pocket::loader::LoadedModel;
+use pocket_evals::gsm8k::{self, Task, Variant};
+use pocket_evals::ifeval::{self, IfevalItem, ItemVerdict};
+use pocket_evals::results::ItemScores;
+use pocket_evals::{ChatMessage, GenRequest, Prompt, TextGenerator};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// lm-eval's `ifeval.yaml`: `max_gen_toks: 1280`, no stop strings.
+const IFEVAL_MAX_GEN_TOKS: usize = 1280;
+
+#[derive(Args)]
+pub struct IfevalArgs {
+    /// Model: an HF checkpoint directory or a .pocket file
+    pub model: PathBuf,
+    /// IFEval's input_data.jsonl (scripts/fetch-eval-data.sh puts it here)
+    #[arg(long, default_value = "data/ifeval/input_data.jsonl")]
+    pub data: PathBuf,
+    /// Send each prompt as plain text instead of through the chat template (lm-eval without
+    /// --apply_chat_template; for base models)
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+#[derive(Args)]
+pub struct Gsm8kArgs {
+    /// Model: an HF checkpoint directory or a .pocket file
+    pub model: PathBuf,
+    /// gsm8k (5-shot, "#### N"), gsm8k_cot (8-shot chain of thought), gsm8k_cot_zeroshot, or
+    /// chat (lm-eval's gsm8k_cot_llama: 8 exemplars as chat turns through the chat template)
+    #[arg(long, default_value = "gsm8k", value_parser = parse_variant)]
+    pub variant: Variant,
+    /// GSM8K test.jsonl (scripts/fetch-eval-data.sh puts it here)
+    #[arg(long, default_value = "data/gsm8k/test.jsonl")]
+    pub data: PathBuf,
+    /// For --variant gsm8k: GSM8K train rows whose first 5 are the exemplars [default: the
+    /// gsm8k_cot exemplars written as "...\n#### N"]
+    #[arg(long, value_name = "FILE")]
+    pub fewshot: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+fn parse_variant(s: &str) -> Result<Variant, String> {
+    Variant::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}
+
+/// One item to generate for: its id, the data fields written with it (and checked when
+/// resuming), and the request.
+struct GenItem {
+    id: Value,
+    fields: Map<String, Value>,
+    request: GenRequest,
+}
+
+fn open_model(path: &Path, run: &RunOpts, needs_template: bool) -> Result<(LoadedModel, usize)> {
+    let m = LoadedModel::open(path)?;
+    if needs_template && m.template.is_none() {
+        bail!(
+            "{}: the model has no chat template (for IFEval use --raw to send plain prompts)",
+            path.display()
+        );
+    }
+    let max = m.model.spec.max_position_embeddings;
+    let ctx = run.ctx.unwrap_or(max).min(max);
+    if ctx == 0 {
+        bail!("--ctx must be at least 1");
+    }
+    Ok((m, ctx))
+}
+
+/// Generates for every item not yet in the log and scores every item. `score` returns the
+/// item's scores and the extra fields its log line carries besides `response`.
+fn run_items(
+    engine: &mut Engine,
+    resume: &mut Resume,
+    items: &[GenItem],
+    hidden: bool,
+    headline: &str,
+    mut score: impl FnMut(usize, &str) -> (ItemScores, Map<String, Value>),
+) -> Result<Vec<ItemScores>> {
+    let bar = progress(items.len(), "items", hidden);
+    let mut out = Vec::with_capacity(items.len());
+    let mut right = 0usize;
+    for (i, item) in items.iter().enumerate() {
+        let (response, fresh) = match resume.finished(&item.id, &item.fields)? {
+            Some(rec) => match rec.get("response").and_then(Value::as_str) {
+                Some(r) => (r.to_string(), false),
+                None => bail!("--out: item {} was logged without a response", item.id),
+            },
+            None => {
+                let r = engine
+                    .generate(&item.request)
+                    .map_err(|e| anyhow!("item {}: {e}", item.id))?;
+                (r, true)
+            }
+        };
+        let (scores, extra) = score(i, &response);
+        if fresh {
+            let mut result = Map::new();
+            result.insert("response".into(), Value::from(response));
+            result.extend(extra);
+            result.insert("scores".into(), json!(scores.scores));
+            resume.append(&item.id, &item.fields, result)?;
+        }
+        right += usize::from(
+            scores
+                .scores
+                .get(headline)
+                .and_then(pocket_evals::results::units)
+                .is_some_and(|u| u.iter().all(|&b| b)),
+        );
+        bar.set_message(format!(
+            "{headline} {:.1}%",
+            100.0 * right as f64 / (i + 1) as f64
+        ));
+        bar.inc(1);
+        out.push(scores);
+    }
+    bar.finish_and_clear();
+    Ok(out)
+}
+
+fn bit(b: bool) -> Value {
+    Value::from(u8::from(b))
+}
+
+pub fn ifeval(a: IfevalArgs) -> Result<ExitCode> {
+    a.run.start_threads()?;
+    check_data(&a.data)?;
+    let items = a.run.limit(ifeval::load_inputs(&a.data)?);
+    let (m, ctx) = open_model(&a.model, &a.run, !a.raw)?;
+    let model = model_name(&a.model);
+    let identity = json!({"task": "ifeval", "model": model, "chat_template": !a.raw});
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let requests: Vec<GenItem> = items
+        .iter()
+        .map(|it| GenItem {
+            id: json!(it.key),
+            fields: obj(json!({"key": it.key, "prompt": it.prompt})),
+            request: GenRequest {
+                prompt: if a.raw {
+                    Prompt::Text(it.prompt.clone())
+                } else {
+                    Prompt::Chat(vec![ChatMessage::new("user", &it.prompt)])
+                },
+                until: Vec::new(),
+                max_gen_toks: IFEVAL_MAX_GEN_TOKS,
+            },
+        })
+        .collect();
+    let mut engine = Engine::new(&m, ctx);
+    let start = Instant::now();
+    let mut verdicts: Vec<(&IfevalItem, ItemVerdict)> = Vec::new();
+    let scored = run_items(
+        &mut engine,
+        &mut resume,
+        &requests,
+        a.run.json,
+        "prompt_level_strict_acc",
+        |i, response| {
+            let it = &items[i];
+            let v = ifeval::score_response(it, response);
+            let scores = ifeval::item_scores(it.key, &it.instruction_ids, &v.strict, &v.loose);
+            verdicts.push((it, v));
+            let extra = obj(json!({"instruction_id_list": it.instruction_ids}));
+            (scores, extra)
+        },
+    )?;
+    let table = ifeval::Report::new(&verdicts);
+    let details = json!({
+        "data": a.data,
+        "chat_template": !a.raw,
+        "max_gen_toks": IFEVAL_MAX_GEN_TOKS,
+        "resumed": resume.resumed,
+        "generated_tokens": engine.generated_tokens,
+        "seconds": start.elapsed().as_secs_f64(),
+        "per_instruction": table.per_instruction,
+    });
+    let r = report("ifeval", &model, scored, details)?;
+    if a.run.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "ifeval on {model}: {} prompts ({}greedy, max {IFEVAL_MAX_GEN_TOKS} tokens){}",
+            r.n,
+            if a.raw {
+                "plain prompts, "
+            } else {
+                "chat template, "
+            },
+            resumed_note(&resume, &a.run)
+        );
+        print_metrics(
+            &r,
+            &[
+                "prompt_level_strict_acc",
+                "inst_level_strict_acc",
+                "prompt_level_loose_acc",
+                "inst_level_loose_acc",
+            ],
+        );
+        print_speed(&engine, start);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
+    a.run.start_threads()?;
+    let task = Task::get(a.variant)?;
+    check_data(&a.data)?;
+    let problems = a.run.limit(gsm8k::load_problems(&a.data)?);
+    if a.fewshot.is_some() && a.variant != Variant::Gsm8k {
+        bail!("--fewshot is for --variant gsm8k; the other variants use their fixed exemplars");
+    }
+    let train = a.fewshot.as_deref().map(gsm8k::load_problems).transpose()?;
+    let exemplars = gsm8k::exemplars_for(a.variant, train.as_deref())?;
+    if exemplars.len() < task.num_fewshot() {
+        bail!(
+            "{}: {} rows, {} are needed as exemplars",
+            a.fewshot.as_deref().unwrap_or(Path::new("")).display(),
+            exemplars.len(),
+            task.num_fewshot()
+        );
+    }
+    let fewshot_source = match (&a.fewshot, a.variant) {
+        (Some(p), _) => format!("first {} rows of {}", task.num_fewshot(), p.display()),
+        (None, Variant::Gsm8k) => "gsm8k_cot exemplars in train-answer form".to_string(),
+        (None, _) => "the task yaml's exemplars".to_string(),
+    };
+    let (m, ctx) = open_model(&a.model, &a.run, a.variant == Variant::Chat)?;
+    let model = model_name(&a.model);
+    let name = task.lm_eval_name().to_string();
+    let identity = json!({"task": name, "model": model, "fewshot": fewshot_source});
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let requests: Vec<GenItem> = problems
+        .iter()
+        .enumerate()
+        .map(|(i, p)| GenItem {
+            id: json!(i),
+            fields: obj(json!({"question": p.question, "answer": p.answer})),
+            request: task.request(&p.question, &exemplars),
+        })
+        .collect();
+    let mut engine = Engine::new(&m, ctx);
+    let start = Instant::now();
+    let scored = run_items(
+        &mut engine,
+        &mut resume,
+        &requests,
+        a.run.json,
+        "flexible_extract",
+        |i, response| {
+            let v = task.score(response, &problems[i].answer);
+            let scores = [
+                ("strict_match", bit(v.strict_match)),
+                ("flexible_extract", bit(v.flexible_extract)),
+            ];
+            (
+                ItemScores {
+                    id: json!(i),
+                    scores: scores
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect(),
+                    instruction_id_list: None,
+                },
+                obj(json!({"strict": v.strict, "flexible": v.flexible})),
+            )
+        },
+    )?;
+    let details = json!({
+        "variant": a.variant.name(),
+        "data": a.data,
+        "num_fewshot": task.num_fewshot(),
+        "fewshot": fewshot_source,
+        "chat_template": a.variant == Variant::Chat,
+        "until": task.until(),
+        "max_gen_toks": task.max_gen_toks(),
+        "resumed": resume.resumed,
+        "generated_tokens": engine.generated_tokens,
+        "seconds": start.elapsed().as_secs_f64(),
+    });
+    let r = report(&name, &model, scored, details)?;
+    if a.run.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "{name} on {model}: {} problems ({}-shot{}, greedy, max {} tokens){}",
+            r.n,
+            task.num_fewshot(),
+            if a.variant == Variant::Chat {
+                " as chat turns"
+            } else {
+                ""
+            },
+            task.max_gen_toks(),
+            resumed_note(&resume, &a.run)
+        );
+        print_metrics(&r, &["strict_match", "flexible_extract"]);
+        print_speed(&engine, start);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn resumed_note(resume: &Resume, run: &RunOpts) -> String {
+    match (&run.out, resume.resumed) {
+        (Some(p), n) if n > 0 => format!("; {n} resumed from {}", p.display()),
+        _ => String::new(),
+    }
+}
+
+fn print_speed(engine: &Engine, start: Instant) {
+    if engine.generated_tokens > 0 {
+        println!(
+            "generated {} tokens in {:.0} s ({:.1} tok/s including prompts)",
+            engine.generated_tokens,
+            start.elapsed().as_secs_f64(),
+            engine.generated_tokens as f64 / engine.decode_seconds.max(1e-9)
+        );
+    }
+}
+
+/// A missing default data file is the usual first-run error: say where it comes from.
+fn check_data(path: &Path) -> Result<()> {
+    if !path.exists() {
+        bail!(
+            "{}: no such file (scripts/fetch-eval-data.sh downloads the data sets; or give --data)",
+            path.display()
+        );
+    }
+    Ok(())
+}

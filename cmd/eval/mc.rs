@@ -1,0 +1,178 @@
+//! `pocket eval mc`: multiple choice by log-likelihood on the user's questions. The scoring
+//! is the evals crate's; this file loads the data, runs the items with resume and progress, and
+//! prints the report.
+
+use super::engine::{Engine, HarnessTokenizer};
+use super::{model_name, print_metrics, progress, report, Resume, RunOpts};
+use anyhow::{bail, Result};
+use clap::Args;
+use pocket::loader::LoadedModel;
+use pocket_evals::mc::{self, ChoiceScore, Style};
+use pocket_evals::results::ItemScores;
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+#[command(after_help = "\
+Data: JSONL ({\"question\": ..., \"choices\": [...] or \"A\": ..., \"B\": ..., \"answer\": 1 or \"B\" or \
+the right choice's text, \"id\": optional}) or CSV with a header (question, A, B, C, ... or a \
+choices column holding a JSON list, answer, optional id). Answer indices are 0-based.")]
+pub struct McArgs {
+    /// Model: an HF checkpoint directory or a .pocket file
+    pub model: PathBuf,
+    /// Questions: a .csv file, or JSON lines
+    #[arg(long)]
+    pub data: PathBuf,
+    /// cloze: "Question: Q\nAnswer:" scored on " choice text" (ARC style); letters: the
+    /// choices listed as "A. ..." and scored on " A", " B", ... (MMLU style)
+    #[arg(long, default_value = "cloze", value_parser = parse_style)]
+    pub style: Style,
+    /// Run the question again for every choice instead of continuing each choice from the
+    /// question's cached state (same scores, slower; for measuring)
+    #[arg(long)]
+    pub no_shared_prefix: bool,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+fn parse_style(s: &str) -> Result<Style, String> {
+    Style::parse(s).ok_or_else(|| "expected cloze or letters".to_string())
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Log-likelihoods logged by an earlier run, if well-formed.
+fn logged_choices(rec: &Map<String, Value>, n: usize) -> Option<Vec<ChoiceScore>> {
+    let lls = rec.get("lls")?.as_array()?;
+    let greedy = rec.get("is_greedy")?.as_array()?;
+    if lls.len() != n || greedy.len() != n {
+        return None;
+    }
+    lls.iter()
+        .zip(greedy)
+        .map(|(l, g)| {
+            Some(ChoiceScore {
+                ll: l.as_f64()?,
+                is_greedy: g.as_bool()?,
+            })
+        })
+        .collect()
+}
+
+pub fn main(a: McArgs) -> Result<ExitCode> {
+    a.run.start_threads()?;
+    let items = a.run.limit(mc::load_items(&a.data)?);
+    let mut seen = HashSet::new();
+    for it in &items {
+        if !seen.insert(it.id.to_string()) {
+            bail!(
+                "{}:{}: id {} appears twice",
+                a.data.display(),
+                it.line,
+                it.id
+            );
+        }
+    }
+    let m = LoadedModel::open(&a.model)?;
+    let max = m.model.spec.max_position_embeddings;
+    let ctx = a.run.ctx.unwrap_or(max).min(max);
+    let model = model_name(&a.model);
+    let task = format!("mc_{}", a.style.name());
+    let identity = json!({"task": task, "model": model});
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let mut engine = Engine::new(&m, ctx);
+    let tok = HarnessTokenizer(&m);
+    let bar = progress(items.len(), "questions", a.run.json);
+    let start = Instant::now();
+    let (mut tokens_run, mut right) = (0usize, 0usize);
+    let mut scored = Vec::with_capacity(items.len());
+    for (i, it) in items.iter().enumerate() {
+        let req = mc::request(it, a.style);
+        let fields =
+            obj(json!({"question": it.question, "choices": it.choices, "answer": it.answer}));
+        let logged = resume.finished(&it.id, &fields)?;
+        let (choices, fresh) = match logged
+            .as_ref()
+            .and_then(|r| logged_choices(r, it.choices.len()))
+        {
+            Some(c) => (c, false),
+            None if logged.is_some() => {
+                bail!(
+                    "--out: item {} was logged without its log-likelihoods",
+                    it.id
+                )
+            }
+            None => {
+                let s = mc::loglikelihoods(&mut engine, &tok, &req, !a.no_shared_prefix)
+                    .map_err(|e| anyhow::anyhow!("{}:{}: {e}", a.data.display(), it.line))?;
+                tokens_run += s.tokens_run;
+                (s.choices, true)
+            }
+        };
+        let lls: Vec<f64> = choices.iter().map(|c| c.ll).collect();
+        let v = mc::verdict(&lls, &req.choice_texts, it.answer);
+        let scores: Map<String, Value> = [
+            ("acc", v.acc),
+            ("acc_norm", v.acc_norm),
+            ("acc_bytes", v.acc_bytes),
+        ]
+        .into_iter()
+        .map(|(k, b)| (k.to_string(), Value::from(u8::from(b))))
+        .collect();
+        if fresh {
+            let result = obj(json!({
+                "lls": lls,
+                "is_greedy": choices.iter().map(|c| c.is_greedy).collect::<Vec<_>>(),
+                "pred": v.pred,
+                "pred_norm": v.pred_norm,
+                "pred_bytes": v.pred_bytes,
+                "scores": scores,
+            }));
+            resume.append(&it.id, &fields, result)?;
+        }
+        right += usize::from(v.acc);
+        bar.set_message(format!("acc {:.1}%", 100.0 * right as f64 / (i + 1) as f64));
+        bar.inc(1);
+        scored.push(ItemScores {
+            id: it.id.clone(),
+            scores: scores.into_iter().collect(),
+            instruction_id_list: None,
+        });
+    }
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    let details = json!({
+        "data": a.data,
+        "style": a.style.name(),
+        "shared_prefix": !a.no_shared_prefix,
+        "tokens_run": tokens_run,
+        "resumed": resume.resumed,
+        "seconds": secs,
+    });
+    let r = report(&task, &model, scored, details)?;
+    if a.run.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "{task} on {model}: {} questions from {}{}",
+            r.n,
+            a.data.display(),
+            if resume.resumed > 0 {
+                format!("; {} resumed", resume.resumed)
+            } else {
+                String::new()
+            }
+        );
+        print_metrics(&r, &["acc", "acc_norm", "acc_bytes"]);
+        println!("ran {tokens_run} tokens in {secs:.1} s");
+    }
+    Ok(ExitCode::SUCCESS)
+}

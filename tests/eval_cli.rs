@@ -1,0 +1,404 @@
+//! `pocket eval` end to end on the tiny random fixture models and small committed samples:
+//! the plumbing (prompts reach the engine, answers are scored), resuming from `--out`, the
+//! JSON shapes, `score` and `compare`, and clean errors. Accuracy is not the point: the models
+//! are random.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+mod common;
+use common::{pocket, root, tiny};
+
+fn sample(name: &str) -> PathBuf {
+    root().join("evals/tests/fixtures").join(name)
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Runs pocket, which must succeed, and parses its stdout as one JSON object.
+fn json_run(args: &[&str]) -> Value {
+    let out = pocket(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Bad input: exit 1 and one `error:` line naming `names`.
+fn assert_error(args: &[&str], names: &[&str]) {
+    let out = pocket(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(
+        err.starts_with("error: ") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    for n in names {
+        assert!(err.contains(n), "{err:?} should name {n:?}");
+    }
+}
+
+#[test]
+fn gsm8k_resumes_where_it_stopped_with_the_same_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gsm8k.jsonl");
+    let model = tiny("qwen2-tiny");
+    let data = sample("gsm8k_sample.jsonl");
+    let run = |limit: &str, out: Option<&Path>| {
+        let mut args = vec![
+            "eval",
+            "gsm8k",
+            s(&model),
+            "--variant",
+            "gsm8k_cot",
+            "--data",
+            s(&data),
+            "--limit",
+            limit,
+            "--json",
+        ];
+        if let Some(o) = out {
+            args.extend(["--out", s(o)]);
+        }
+        json_run(&args)
+    };
+    let first = run("1", Some(&out));
+    assert_eq!(first["task"], "gsm8k_cot");
+    assert_eq!(first["model"], "qwen2-tiny");
+    assert_eq!(first["n"], 1);
+    assert_eq!(first["details"]["resumed"], 0);
+    assert_eq!(first["details"]["num_fewshot"], 8);
+    assert_eq!(first["details"]["max_gen_toks"], 256);
+    for m in ["strict_match", "flexible_extract"] {
+        assert!(first["metrics"][m]["value"].is_number(), "{m}");
+    }
+    let logged = lines(&out);
+    assert_eq!(logged.len(), 1);
+    let rec: Value = serde_json::from_str(&logged[0]).unwrap();
+    assert_eq!(rec["id"], 0);
+    assert_eq!(rec["task"], "gsm8k_cot");
+    assert!(rec["response"].is_string() && rec["strict"].is_string());
+
+    // --limit 2 resumes: item 0 is read back, item 1 is generated and appended.
+    let second = run("2", Some(&out));
+    assert_eq!(second["details"]["resumed"], 1);
+    assert_eq!(second["n"], 2);
+    let logged2 = lines(&out);
+    assert_eq!(logged2.len(), 2);
+    assert_eq!(logged2[0], logged[0], "the first record is left as it was");
+
+    // A run killed while writing leaves a torn line: it is dropped and redone.
+    let mut torn = std::fs::read(&out).unwrap();
+    let half = logged2[1].as_bytes();
+    torn.extend_from_slice(&half[..half.len() / 2]);
+    std::fs::write(&out, torn).unwrap();
+    let third = run("3", Some(&out));
+    assert_eq!(third["details"]["resumed"], 2);
+    assert_eq!(lines(&out).len(), 3);
+    assert_eq!(lines(&out)[..2], logged2[..]);
+
+    // The resumed run's scores equal an uninterrupted run's.
+    let fresh = run("3", None);
+    assert_eq!(fresh["metrics"], third["metrics"]);
+    assert_eq!(fresh["items"], third["items"]);
+    assert_eq!(fresh["details"]["resumed"], 0);
+
+    // The same log resumed by another variant is refused.
+    assert_error(
+        &[
+            "eval",
+            "gsm8k",
+            s(&model),
+            "--variant",
+            "gsm8k",
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+        ],
+        &["gsm8k.jsonl:1", "task"],
+    );
+}
+
+#[test]
+fn gsm8k_chat_variant_and_text_output() {
+    let model = tiny("qwen3-tiny");
+    let out = pocket(&[
+        "eval",
+        "gsm8k",
+        s(&model),
+        "--variant",
+        "chat",
+        "--data",
+        s(&sample("gsm8k_sample.jsonl")),
+        "--limit",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("gsm8k_cot_llama on qwen3-tiny: 1 problems (8-shot as chat turns"),
+        "{text}"
+    );
+    assert!(
+        text.contains("strict_match") && text.contains("flexible_extract"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ifeval_run_and_rescoring_its_responses_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ifeval.jsonl");
+    let data = sample("ifeval_input_data.jsonl");
+    let model = tiny("qwen3-tiny");
+    let args = |limit: &'static str| {
+        vec![
+            "eval".to_string(),
+            "ifeval".into(),
+            s(&model).into(),
+            "--data".into(),
+            s(&data).into(),
+            "--limit".into(),
+            limit.into(),
+            "--out".into(),
+            s(&out).into(),
+            "--json".into(),
+        ]
+    };
+    let first = json_run(&args("1").iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(first["n"], 1);
+    let r = json_run(&args("2").iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r["task"], "ifeval");
+    assert_eq!(r["n"], 2);
+    assert_eq!(r["details"]["resumed"], 1);
+    assert_eq!(r["details"]["max_gen_toks"], 1280);
+    assert_eq!(r["items"][0]["id"], 1000);
+    assert_eq!(r["items"][1]["id"], 1001);
+    let inst = r["items"][0]["instruction_id_list"].as_array().unwrap();
+    assert_eq!(
+        r["items"][0]["scores"]["inst_level_strict_acc"]
+            .as_array()
+            .unwrap()
+            .len(),
+        inst.len()
+    );
+    assert!(r["details"]["per_instruction"].is_object());
+    let logged = lines(&out);
+    assert_eq!(logged.len(), 2);
+    let rec: Value = serde_json::from_str(&logged[0]).unwrap();
+    assert_eq!(rec["key"], 1000);
+    assert!(rec["prompt"]
+        .as_str()
+        .unwrap()
+        .starts_with("Write a 300+ word summary"));
+
+    // The log is an IFEval responses file: scoring it without a model gives the same scores.
+    let rescored = json_run(&[
+        "eval",
+        "score",
+        "ifeval",
+        "--responses",
+        s(&out),
+        "--data",
+        s(&data),
+        "--json",
+    ]);
+    assert_eq!(rescored["metrics"], r["metrics"]);
+    assert_eq!(rescored["items"], r["items"]);
+}
+
+#[test]
+fn mc_scores_csv_and_jsonl_alike_and_shared_prefix_changes_only_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny("llama-tiny");
+    let run = |data: &str, extra: &[&str], out: &Path| {
+        let mut args = vec![
+            "eval",
+            "mc",
+            s(&model),
+            "--data",
+            data,
+            "--json",
+            "--out",
+            s(out),
+        ];
+        args.extend(extra);
+        json_run(&args)
+    };
+    let (a, b, c) = (
+        dir.path().join("a.jsonl"),
+        dir.path().join("b.jsonl"),
+        dir.path().join("c.jsonl"),
+    );
+    let jsonl = sample("mc_sample.jsonl");
+    let csv = sample("mc_sample.csv");
+    let shared = run(s(&jsonl), &[], &a);
+    let scratch = run(s(&jsonl), &["--no-shared-prefix"], &b);
+    let from_csv = run(s(&csv), &[], &c);
+    assert_eq!(shared["task"], "mc_cloze");
+    assert_eq!(shared["n"], 3);
+    for m in ["acc", "acc_norm", "acc_bytes"] {
+        assert_eq!(shared["metrics"][m]["units"], 3, "{m}");
+    }
+    assert_eq!(shared["items"][0]["id"], "capital-fr");
+    assert_eq!(shared["items"], scratch["items"]);
+    assert_eq!(shared["items"], from_csv["items"]);
+    let lls = |p: &Path| -> Vec<Vec<f64>> {
+        lines(p)
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["lls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect()
+            })
+            .collect()
+    };
+    for (x, y) in lls(&a).iter().flatten().zip(lls(&b).iter().flatten()) {
+        assert!((x - y).abs() <= 1e-4 * x.abs().max(1.0), "{x} vs {y}");
+    }
+    let (t_shared, t_scratch) = (
+        shared["details"]["tokens_run"].as_u64().unwrap(),
+        scratch["details"]["tokens_run"].as_u64().unwrap(),
+    );
+    assert!(t_shared < t_scratch, "{t_shared} vs {t_scratch}");
+
+    // Letters style scores " A", " B", ... after the listed choices.
+    let letters = run(
+        s(&jsonl),
+        &["--style", "letters"],
+        &dir.path().join("d.jsonl"),
+    );
+    assert_eq!(letters["task"], "mc_letters");
+
+    // Resuming reads the log-likelihoods back: nothing runs.
+    let again = run(s(&jsonl), &[], &a);
+    assert_eq!(again["details"]["resumed"], 3);
+    assert_eq!(again["details"]["tokens_run"], 0);
+    assert_eq!(again["items"], shared["items"]);
+}
+
+#[test]
+fn compare_reports_known_flips() {
+    let (a, b) = (sample("compare_a.jsonl"), sample("compare_b.jsonl"));
+    let c = json_run(&["eval", "compare", s(&a), s(&b), "--json"]);
+    assert_eq!(c["task"], "ifeval");
+    assert_eq!(c["paired_items"], 5);
+    assert_eq!(
+        (c["only_in_a"].as_u64(), c["only_in_b"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let metric = |name: &str| {
+        c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == name)
+            .unwrap()
+            .clone()
+    };
+    let p = metric("prompt_level_strict_acc");
+    assert_eq!((p["a"].as_f64(), p["b"].as_f64()), (Some(0.6), Some(0.4)));
+    assert_eq!(p["a_only_ids"], serde_json::json!(["1", "2"]));
+    assert_eq!(p["b_only_ids"], serde_json::json!(["3"]));
+    assert_eq!(p["mcnemar_p"], 1.0);
+    let ci = p["ci95"].as_array().unwrap();
+    assert!(
+        ci[0].as_f64().unwrap() < -0.19 && ci[1].as_f64().unwrap() > 0.0,
+        "{ci:?}"
+    );
+    let i = metric("inst_level_strict_acc");
+    assert_eq!(i["units"], 7);
+    assert_eq!(
+        i["a_only_ids"],
+        serde_json::json!(["1:detectable_format:title", "2:punctuation:no_comma"])
+    );
+    assert_eq!(
+        i["b_only_ids"],
+        serde_json::json!(["3:detectable_format:title"])
+    );
+    let title = &c["per_instruction"]["inst_level_strict_acc"]["detectable_format:title"];
+    assert_eq!(title["count"], 3);
+    assert_eq!(
+        (title["a_only"].as_u64(), title["b_only"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    let out = pocket(&["eval", "compare", s(&a), s(&b)]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ifeval: 5 paired items"), "{text}");
+    assert!(
+        text.contains("prompt_level_strict_acc right in A only (2): 1 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("-20.00 points, within noise (2 vs 1 flips, p = 1.00"),
+        "{text}"
+    );
+
+    // Different tasks: bad input. Missing argument: usage.
+    assert_error(
+        &["eval", "compare", s(&a), s(&sample("gsm8k_sample.jsonl"))],
+        &["gsm8k_sample.jsonl:1"],
+    );
+    assert_eq!(pocket(&["eval", "compare", s(&a)]).status.code(), Some(2));
+}
+
+#[test]
+fn bad_data_is_a_one_line_error_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"question\": \"q\", \"answer\": \"#### 1\"}\n{\"question\": 3}\n",
+    )
+    .unwrap();
+    let model = tiny("qwen2-tiny");
+    assert_error(
+        &["eval", "gsm8k", s(&model), "--data", s(&bad)],
+        &["bad.jsonl:2"],
+    );
+    assert_error(
+        &["eval", "mc", s(&model), "--data", s(&bad)],
+        &["bad.jsonl:1", "choices"],
+    );
+    assert_error(
+        &[
+            "eval",
+            "gsm8k",
+            s(&model),
+            "--data",
+            s(&dir.path().join("none.jsonl")),
+        ],
+        &["none.jsonl", "fetch-eval-data.sh"],
+    );
+    assert_eq!(
+        pocket(&["eval", "gsm8k", s(&model), "--variant", "nope"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
