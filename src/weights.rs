@@ -151,17 +151,9 @@ impl Matrix {
         let b = self.data.as_slice();
         let (rows, cols) = (self.rows, self.cols);
         match self.encoding {
-            Encoding::Pocket(QuantType::Q4 { block, sym }) => {
-                let (codes, params) = q4::planes(b, rows, cols);
-                Some(IntKernel::Q4(Q4Matrix {
-                    codes,
-                    params,
-                    rows,
-                    cols,
-                    block,
-                    sym,
-                }))
-            }
+            Encoding::Pocket(QuantType::Q4 { block, sym }) => Some(IntKernel::Q4(
+                Q4Matrix::from_bytes(b, rows, cols, block, sym),
+            )),
             Encoding::Pocket(QuantType::Q8 { block }) => {
                 let (codes, scales) = b.split_at(rows * cols);
                 Some(IntKernel::Q8(Q8Matrix {

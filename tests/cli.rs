@@ -59,9 +59,7 @@ fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
     }
     let fixture = fixture("qwen3-tiny");
     let fx = fixture.to_str().unwrap();
-    for args in [
-        &["export", fx, "-o", "/nonexistent/x", "--format", "mnn"][..],
-    ] {
+    for args in [&["export", fx, "-o", "/nonexistent/x", "--format", "mnn"][..]] {
         let out = pocket(args);
         assert_eq!(
             out.status.code(),

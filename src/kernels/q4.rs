@@ -21,7 +21,20 @@ pub struct Q4Matrix<'a> {
     pub sym: bool,
 }
 
-impl Q4Matrix<'_> {
+impl<'a> Q4Matrix<'a> {
+    /// The view of a stored Q4 tensor's bytes (codes plane, then parameters plane).
+    pub fn from_bytes(bytes: &'a [u8], rows: usize, cols: usize, block: usize, sym: bool) -> Self {
+        let (codes, params) = pocket_formats::quant::q4::planes(bytes, rows, cols);
+        Q4Matrix {
+            codes,
+            params,
+            rows,
+            cols,
+            block,
+            sym,
+        }
+    }
+
     fn param_bytes(&self) -> usize {
         if self.sym {
             2
@@ -169,14 +182,7 @@ mod tests {
                 for sym in [false, true] {
                     let bytes = matrix(&mut rng, rows, cols, block, sym);
                     let (codes, params) = codec::planes(&bytes, rows, cols);
-                    let w = Q4Matrix {
-                        codes,
-                        params,
-                        rows,
-                        cols,
-                        block,
-                        sym,
-                    };
+                    let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
                     let x = rng.vec(cols, 3.0);
                     let mut want = vec![0.0; rows];
                     let mut a = QuantActs::default();
