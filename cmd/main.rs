@@ -38,7 +38,7 @@ enum Command {
     Quantize(quantize::QuantizeArgs),
     /// Chat with a model, or answer one prompt (-p or stdin) for scripts
     Run(run::RunArgs),
-    /// Evaluate a model: perplexity and drift from a baseline build (IFEval, GSM8K not built yet)
+    /// Evaluate a model: IFEval, GSM8K, multiple choice, perplexity; compare two builds
     Eval(eval::EvalArgs),
     /// Measure prefill and decode speed against peers [not built yet]
     Bench(pending::Pending),
