@@ -214,6 +214,14 @@ impl Resume {
     }
 }
 
+/// A JSON object literal as a map (non-objects give an empty map).
+pub fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
 /// The report of a task run, with `details` for --json.
 pub fn report(
     task: &str,

@@ -38,7 +38,7 @@ enum Command {
     Quantize(quantize::QuantizeArgs),
     /// Chat with a model, or answer one prompt (-p or stdin) for scripts
     Run(run::RunArgs),
-    /// Evaluate a model: perplexity and drift from a baseline build (IFEval, GSM8K not built yet)
+    /// Evaluate a model: IFEval, GSM8K, multiple choice, perplexity; compare two builds
     Eval(eval::EvalArgs),
     /// Measure prompt-processing and generation speed (tok/s), load time and peak memory
     Bench(bench::BenchArgs),

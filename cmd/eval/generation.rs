@@ -3,11 +3,11 @@
 //! drives the engine item by item with resume and progress, and prints the report.
 
 use super::engine::Engine;
-use super::{model_name, print_metrics, progress, report, Resume, RunOpts};
+use super::{model_name, obj, print_metrics, progress, report, Resume, RunOpts};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use pocket::loader::LoadedModel;
-use pocket_evals::gsm8k::{self, Task, Variant};
+use pocket_evals::gsm8k::{self, Exemplar, Task, Variant};
 use pocket_evals::ifeval::{self, IfevalItem, ItemVerdict};
 use pocket_evals::results::ItemScores;
 use pocket_evals::{ChatMessage, GenRequest, Prompt, TextGenerator};
@@ -136,10 +136,6 @@ fn run_items(
     Ok(out)
 }
 
-fn bit(b: bool) -> Value {
-    Value::from(u8::from(b))
-}
-
 pub fn ifeval(a: IfevalArgs) -> Result<ExitCode> {
     a.run.start_threads()?;
     check_data(&a.data)?;
@@ -225,24 +221,7 @@ pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
     let task = Task::get(a.variant)?;
     check_data(&a.data)?;
     let problems = a.run.limit(gsm8k::load_problems(&a.data)?);
-    if a.fewshot.is_some() && a.variant != Variant::Gsm8k {
-        bail!("--fewshot is for --variant gsm8k; the other variants use their fixed exemplars");
-    }
-    let train = a.fewshot.as_deref().map(gsm8k::load_problems).transpose()?;
-    let exemplars = gsm8k::exemplars_for(a.variant, train.as_deref())?;
-    if exemplars.len() < task.num_fewshot() {
-        bail!(
-            "{}: {} rows, {} are needed as exemplars",
-            a.fewshot.as_deref().unwrap_or(Path::new("")).display(),
-            exemplars.len(),
-            task.num_fewshot()
-        );
-    }
-    let fewshot_source = match (&a.fewshot, a.variant) {
-        (Some(p), _) => format!("first {} rows of {}", task.num_fewshot(), p.display()),
-        (None, Variant::Gsm8k) => "gsm8k_cot exemplars in train-answer form".to_string(),
-        (None, _) => "the task yaml's exemplars".to_string(),
-    };
+    let (exemplars, fewshot_source) = gsm8k_exemplars(&a, task)?;
     let (m, ctx) = open_model(&a.model, &a.run, a.variant == Variant::Chat)?;
     let model = model_name(&a.model);
     let name = task.lm_eval_name().to_string();
@@ -267,21 +246,8 @@ pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
         "flexible_extract",
         |i, response| {
             let v = task.score(response, &problems[i].answer);
-            let scores = [
-                ("strict_match", bit(v.strict_match)),
-                ("flexible_extract", bit(v.flexible_extract)),
-            ];
-            (
-                ItemScores {
-                    id: json!(i),
-                    scores: scores
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .collect(),
-                    instruction_id_list: None,
-                },
-                obj(json!({"strict": v.strict, "flexible": v.flexible})),
-            )
+            let extra = obj(json!({"strict": v.strict, "flexible": v.flexible}));
+            (v.item_scores(json!(i)), extra)
         },
     )?;
     let details = json!({
@@ -318,11 +284,28 @@ pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
+/// The exemplars of a run and how they are named in its log: `--fewshot`'s first rows, or
+/// the defaults.
+fn gsm8k_exemplars(a: &Gsm8kArgs, task: &Task) -> Result<(Vec<Exemplar>, String)> {
+    if a.fewshot.is_some() && a.variant != Variant::Gsm8k {
+        bail!("--fewshot is for --variant gsm8k; the other variants use their fixed exemplars");
     }
+    let train = a.fewshot.as_deref().map(gsm8k::load_problems).transpose()?;
+    let exemplars = gsm8k::exemplars_for(a.variant, train.as_deref())?;
+    let n = task.num_fewshot();
+    let source = match (&a.fewshot, a.variant) {
+        (Some(p), _) if exemplars.len() < n => {
+            bail!(
+                "{}: {} rows, {n} are needed as exemplars",
+                p.display(),
+                exemplars.len()
+            )
+        }
+        (Some(p), _) => format!("first {n} rows of {}", p.display()),
+        (None, Variant::Gsm8k) => "gsm8k_cot exemplars in train-answer form".to_string(),
+        (None, _) => "the task yaml's exemplars".to_string(),
+    };
+    Ok((exemplars, source))
 }
 
 fn resumed_note(resume: &Resume, run: &RunOpts) -> String {

@@ -3,7 +3,7 @@
 //! prints the report.
 
 use super::engine::{Engine, HarnessTokenizer};
-use super::{model_name, print_metrics, progress, report, Resume, RunOpts};
+use super::{model_name, obj, print_metrics, progress, report, Resume, RunOpts};
 use anyhow::{bail, Result};
 use clap::Args;
 use pocket::loader::LoadedModel;
@@ -40,13 +40,6 @@ pub struct McArgs {
 
 fn parse_style(s: &str) -> Result<Style, String> {
     Style::parse(s).ok_or_else(|| "expected cloze or letters".to_string())
-}
-
-fn obj(v: Value) -> Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
 }
 
 /// Log-likelihoods logged by an earlier run, if well-formed.

@@ -278,6 +278,23 @@ pub struct Verdict {
     pub flexible_extract: bool,
 }
 
+impl Verdict {
+    /// The scores reports average and `compare` pairs: `strict_match` and
+    /// `flexible_extract`, 0 or 1.
+    pub fn item_scores(&self, id: serde_json::Value) -> crate::results::ItemScores {
+        let bit = |b: bool| serde_json::Value::from(u8::from(b));
+        crate::results::ItemScores {
+            id,
+            scores: [
+                ("strict_match".to_string(), bit(self.strict_match)),
+                ("flexible_extract".to_string(), bit(self.flexible_extract)),
+            ]
+            .into(),
+            instruction_id_list: None,
+        }
+    }
+}
+
 /// One GSM8K problem.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 pub struct Problem {
