@@ -300,7 +300,9 @@ fn par_rows(y: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     if band >= y.len() || threads == 1 {
         return f(0, y);
     }
-    if std::env::var("POCKET_POOL").is_ok_and(|v| v == "rayon") {
+    // Read once: this runs for every mat-vec of every token.
+    static RAYON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *RAYON.get_or_init(|| std::env::var("POCKET_POOL").is_ok_and(|v| v == "rayon")) {
         return y
             .par_chunks_mut(band)
             .enumerate()

@@ -40,7 +40,8 @@ pub(crate) fn log_softmax(row: &[f32]) -> Vec<f64> {
     row.iter().map(|&v| v as f64 - lse).collect()
 }
 
-fn argmax(row: &[f32]) -> usize {
+/// The index of the largest value; ties go to the first (as `np.argmax`).
+pub(crate) fn argmax(row: &[f32]) -> usize {
     let mut best = 0;
     for (i, &v) in row.iter().enumerate() {
         if v > row[best] {

@@ -14,7 +14,7 @@
 
 pub mod data;
 
-use crate::ppl::log_softmax;
+use crate::ppl::{argmax, log_softmax};
 use crate::{EvalError, LogitModel, Tokenize};
 pub use data::{load_items, McItem};
 use serde::{Deserialize, Serialize};
@@ -140,16 +140,6 @@ fn run(
         }
     }
     Ok(rows)
-}
-
-fn argmax(row: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in row.iter().enumerate() {
-        if v > row[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 /// Log-likelihood of every continuation after `context`. With `share_prefix`, the context
