@@ -306,7 +306,8 @@ fn settings_summary(s: &ChatSettings) -> String {
 
 fn save(session: &ChatSession, path: &Path) -> Result<()> {
     let json = serde_json::to_string_pretty(&session.transcript())?;
-    std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))
+    pocket_formats::atomic::write_atomic(path, (json + "\n").as_bytes())?;
+    Ok(())
 }
 
 fn load(session: &mut ChatSession, path: &Path) -> Result<()> {

@@ -86,11 +86,17 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     let source = Source::open(&args.input)?;
     let bar = progress_bar(args.json);
     let start = std::time::Instant::now();
-    let report = write_gguf(&source, ty, &args.output, &|done, total, name| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(name.to_string());
-    })
+    let report = write_gguf(
+        &source,
+        ty,
+        args.quant.allow_nonfinite,
+        &args.output,
+        &|done, total, name| {
+            bar.set_length(total);
+            bar.set_position(done);
+            bar.set_message(name.to_string());
+        },
+    )
     .with_context(|| format!("writing {}", args.output.display()))?;
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();

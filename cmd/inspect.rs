@@ -1,7 +1,7 @@
 //! `pocket inspect`: what a model file holds, for people (text) and scripts (`--json`).
 
 use crate::term::thousands;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use pocket::loader::{LoadedModel, ModelFile};
 use serde_json::json;
@@ -71,7 +71,7 @@ fn dump(m: &LoadedModel, name: &str, to: &std::path::Path) -> Result<ExitCode> {
             .ok_or_else(|| anyhow::anyhow!("`{name}`: not a float tensor"))?,
     };
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    std::fs::write(to, bytes).with_context(|| format!("writing {}", to.display()))?;
+    pocket_formats::atomic::write_atomic(to, &bytes)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,6 +16,11 @@ mod run;
 mod term;
 
 use clap::{Parser, Subcommand};
+
+/// The system allocator with a per-thread budget for chat-template rendering
+/// (`pocket::alloc_guard`).
+#[global_allocator]
+static ALLOC: pocket::alloc_guard::GuardedAlloc = pocket::alloc_guard::GuardedAlloc;
 use std::process::ExitCode;
 
 #[derive(Parser)]

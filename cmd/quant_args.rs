@@ -27,6 +27,9 @@ pub struct QuantArgs {
     /// Tokens of calibration text to run (in chunks of 256)
     #[arg(long, default_value_t = 512)]
     pub calib_tokens: usize,
+    /// Export weights holding NaN or infinity (refused by default, every such tensor named)
+    #[arg(long)]
+    pub allow_nonfinite: bool,
 }
 
 #[derive(Args, Clone)]
@@ -77,6 +80,7 @@ impl QuantArgs {
         let mut r = Recipe {
             linear,
             embed: pocket_formats::recipe::default_embed(linear),
+            allow_nonfinite: self.allow_nonfinite,
             ..Recipe::default()
         };
         if let Some(x) = extra {

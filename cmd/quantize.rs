@@ -2,7 +2,7 @@
 
 use crate::convert::{convert, print_summary, print_table};
 use crate::quant_args::{QuantArgs, RecipeArgs};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,8 +49,10 @@ pub fn main(args: QuantizeArgs) -> Result<ExitCode> {
     )?;
     let full = serde_json::json!({"seconds": secs, "recipe": recipe, "report": report});
     if let Some(path) = &args.report {
-        std::fs::write(path, serde_json::to_string_pretty(&full)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        pocket_formats::atomic::write_atomic(
+            path,
+            serde_json::to_string_pretty(&full)?.as_bytes(),
+        )?;
     }
     if args.json {
         println!("{full}");

@@ -117,10 +117,16 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     let prompt = match args.prompt.clone() {
         Some(p) => Some(p),
         None if !std::io::stdin().is_terminal() => {
-            let mut s = String::new();
+            let mut bytes = Vec::new();
             std::io::stdin()
-                .read_to_string(&mut s)
+                .read_to_end(&mut bytes)
                 .context("reading the prompt from stdin")?;
+            let s = String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "stdin: the prompt is not valid UTF-8 (first bad byte at byte {}); pocket reads UTF-8 text",
+                    e.utf8_error().valid_up_to()
+                )
+            })?;
             Some(s.trim_end_matches('\n').to_string())
         }
         None => None,

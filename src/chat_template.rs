@@ -3,10 +3,12 @@
 //! `raise_exception`, a Python-`json.dumps`-compatible `tojson`, `strftime_now`) plus Python
 //! string methods (`.strip()`, `.startswith()`, `.split()` …) from minijinja-contrib.
 
+use crate::alloc_guard::{self, BudgetError};
 use crate::Error;
 use minijinja::{Environment, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,45 +27,89 @@ impl Message {
 }
 
 pub struct ChatTemplate {
-    env: Environment<'static>,
+    env: Arc<Environment<'static>>,
     pub source: String,
     pub origin: PathBuf,
 }
 
 /// Upper bound on template work, so a hostile template cannot loop forever.
-const TEMPLATE_FUEL: u64 = 50_000_000;
+pub const TEMPLATE_FUEL: u64 = 50_000_000;
+/// Upper bound on the memory a template may use while compiling or rendering.
+pub const TEMPLATE_MEMORY: usize = 256 << 20;
+/// Upper bound on a rendered conversation (a 32K-token context is about 130 KB of text).
+pub const MAX_RENDERED: usize = 16 << 20;
+
+fn build_env(source: String) -> Result<Environment<'static>, String> {
+    let mut env = Environment::new();
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    env.set_syntax(syntax);
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("strftime_now", strftime_now);
+    env.add_filter("tojson", tojson);
+    env.add_template_owned("chat", source)
+        .map_err(|e| describe(&e))?;
+    Ok(env)
+}
+
+/// Runs template work under [`TEMPLATE_MEMORY`] (see `alloc_guard`).
+fn guarded<T: Send + 'static>(
+    origin: &Path,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
+    alloc_guard::run_with_budget(TEMPLATE_MEMORY, f).map_err(|e| Error::Template {
+        path: origin.to_path_buf(),
+        reason: match e {
+            BudgetError::Exceeded => format!(
+                "needs more than {} MiB of memory to render (hostile or broken template)",
+                TEMPLATE_MEMORY >> 20
+            ),
+            BudgetError::Failed => "the template engine failed".into(),
+        },
+    })
+}
+
+/// Output that refuses to grow past [`MAX_RENDERED`].
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_RENDERED {
+            self.0
+                .extend_from_slice(&buf[..MAX_RENDERED + 1 - self.0.len().min(MAX_RENDERED)]);
+            return Err(std::io::Error::other("rendered text too large"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 impl ChatTemplate {
     pub fn new(source: &str, origin: &Path) -> Result<ChatTemplate, Error> {
-        let mut env = Environment::new();
-        let syntax = minijinja::syntax::SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build()
-            .map_err(|e| Error::Template {
-                path: origin.to_path_buf(),
-                reason: e.to_string(),
-            })?;
-        env.set_syntax(syntax);
-        env.set_fuel(Some(TEMPLATE_FUEL));
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", raise_exception);
-        env.add_function("strftime_now", strftime_now);
-        env.add_filter("tojson", tojson);
-        env.add_template_owned("chat", source.to_string())
-            .map_err(|e| Error::Template {
-                path: origin.to_path_buf(),
-                reason: describe(&e),
-            })?;
+        let src = source.to_string();
+        let env = guarded(origin, move || build_env(src))?.map_err(|reason| Error::Template {
+            path: origin.to_path_buf(),
+            reason,
+        })?;
         Ok(ChatTemplate {
-            env,
+            env: Arc::new(env),
             source: source.to_string(),
             origin: origin.to_path_buf(),
         })
     }
 
     /// Renders a conversation. `bos_token`/`eos_token` are the tokenizer's special tokens, which
-    /// templates insert themselves.
+    /// templates insert themselves. A template gets [`TEMPLATE_FUEL`] instructions,
+    /// [`TEMPLATE_MEMORY`] bytes and [`MAX_RENDERED`] bytes of output.
     pub fn render(
         &self,
         messages: &[Message],
@@ -71,21 +117,32 @@ impl ChatTemplate {
         bos_token: &str,
         eos_token: &str,
     ) -> Result<String, Error> {
-        let tmpl = self.env.get_template("chat").map_err(|e| self.error(&e))?;
-        let ctx = minijinja::context! {
-            messages => Value::from(minijinja::value::Serde(messages)),
-            add_generation_prompt => add_generation_prompt,
-            bos_token => bos_token,
-            eos_token => eos_token,
-        };
-        tmpl.render(ctx).map_err(|e| self.error(&e))
-    }
-
-    fn error(&self, e: &minijinja::Error) -> Error {
-        Error::Template {
+        let env = self.env.clone();
+        let messages = messages.to_vec();
+        let (bos, eos) = (bos_token.to_string(), eos_token.to_string());
+        let out = guarded(&self.origin, move || -> Result<String, String> {
+            let tmpl = env.get_template("chat").map_err(|e| describe(&e))?;
+            let ctx = minijinja::context! {
+                messages => Value::from(minijinja::value::Serde(&messages)),
+                add_generation_prompt => add_generation_prompt,
+                bos_token => bos,
+                eos_token => eos,
+            };
+            let mut out = Capped(Vec::new());
+            match tmpl.render_captured_to(ctx, &mut out) {
+                Ok(_) => String::from_utf8(out.0)
+                    .map_err(|_| "rendered text is not valid UTF-8".to_string()),
+                Err(_) if out.0.len() > MAX_RENDERED => Err(format!(
+                    "renders more than {} MiB (hostile or broken template)",
+                    MAX_RENDERED >> 20
+                )),
+                Err(e) => Err(describe(&e)),
+            }
+        })?;
+        out.map_err(|reason| Error::Template {
             path: self.origin.clone(),
-            reason: describe(e),
-        }
+            reason,
+        })
     }
 }
 

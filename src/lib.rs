@@ -6,6 +6,7 @@
 //! kernels behind [`weights::Matrix`], chosen by storage type, never from changing the model
 //! code.
 
+pub mod alloc_guard;
 pub mod attention;
 pub mod calibrate;
 pub mod chat;

@@ -114,6 +114,7 @@ pub struct Model {
 impl Model {
     /// Builds the model over memory-mapped tensors (no weight matrix is copied).
     pub fn load(spec: &ModelSpec, src: &dyn WeightSource) -> Result<Model, Error> {
+        spec.check_limits().map_err(Error::Invalid)?;
         let s = spec;
         let (h, q_dim, kv_dim) = (
             s.hidden_size,

@@ -24,11 +24,9 @@ impl AtomicFile {
             path: dest.to_path_buf(),
             reason: "output path has no file name".into(),
         })?;
-        let tmp = dir.join(format!(
-            ".{}.tmp-{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
+        let prefix = format!(".{}.tmp-", name.to_string_lossy());
+        remove_stale(dir, &prefix);
+        let tmp = dir.join(format!("{prefix}{}", std::process::id()));
         let file = File::create(&tmp).map_err(|e| FormatError::io(dest, e))?;
         Ok(AtomicFile {
             out: Some(BufWriter::with_capacity(1 << 20, file)),
@@ -95,6 +93,33 @@ impl Drop for AtomicFile {
         if !self.tmp.as_os_str().is_empty() {
             self.out.take();
             let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes a whole file atomically (reports, dumps, saved chats).
+pub fn write_atomic(dest: &Path, bytes: &[u8]) -> Result<(), FormatError> {
+    let mut f = AtomicFile::create(dest)?;
+    f.write_all(bytes)?;
+    f.commit()
+}
+
+/// Removes temporary files of this target left by a process that was killed (SIGKILL, power
+/// loss): `.NAME.tmp-PID` whose PID is no longer running. Only where `/proc` tells.
+fn remove_stale(dir: &Path, prefix: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }

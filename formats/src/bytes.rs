@@ -48,6 +48,11 @@ impl ByteView {
         self.len == 0
     }
 
+    /// Where this view starts inside its file.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
     /// A sub-view; `None` if the range is not inside this view.
     pub fn slice(&self, start: usize, len: usize) -> Option<ByteView> {
         let end = start.checked_add(len)?;
@@ -57,4 +62,32 @@ impl ByteView {
             len,
         })
     }
+}
+
+/// Refuses tensors whose byte ranges `(name, start, len)` overlap: a crafted file could alias
+/// one tensor's bytes as another's (and a flipped byte would then damage both).
+pub fn check_disjoint<'a>(
+    path: &std::path::Path,
+    ranges: impl Iterator<Item = (&'a str, u64, u64)>,
+) -> Result<(), FormatError> {
+    let mut r: Vec<_> = ranges.filter(|x| x.2 > 0).collect();
+    r.sort_by_key(|x| (x.1, x.2));
+    for w in r.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if a.1 + a.2 > b.1 {
+            return Err(FormatError::BadTensor {
+                path: path.to_path_buf(),
+                name: b.0.to_string(),
+                reason: format!(
+                    "its bytes {}..{} overlap those of `{}` ({}..{})",
+                    b.1,
+                    b.1 + b.2,
+                    a.0,
+                    a.1,
+                    a.1 + a.2
+                ),
+            });
+        }
+    }
+    Ok(())
 }

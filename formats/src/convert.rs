@@ -217,6 +217,11 @@ fn encode_tensor(
     // A tensor that keeps its stored type is copied byte for byte.
     if stored == Some(dtype) {
         if let Some(b) = source.raw_bytes(name) {
+            // Dense copies are decoded for the check; a .pocket's own 4-bit blocks cannot be
+            // read as f32 and were checked when that file was written.
+            if let Ok(v) = source.read_f32(name) {
+                crate::finite::check(source, name, &v, recipe.allow_nonfinite)?;
+            }
             report.bytes = b.len() as u64;
             if let Some(block) = dtype.block() {
                 report.qat_blocks = Some((rows * cols / block, rows * cols / block));
@@ -227,6 +232,7 @@ fn encode_tensor(
         // block by block (exact wherever some f16 scale and zero reproduce them).
     }
     let values = source.read_f32(name)?;
+    crate::finite::check(source, name, &values, recipe.allow_nonfinite)?;
     let mut bytes = Vec::new();
     let stats = match dtype {
         QuantType::F32 => {

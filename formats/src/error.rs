@@ -5,17 +5,17 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
-    #[error("{path}: {source}")]
+    // The cause is part of the message and deliberately not a `#[source]`: the CLI prints the
+    // whole chain, which would say it twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("{path}: invalid JSON: {source}")]
+    #[error("{path}: invalid JSON: {error}")]
     Json {
         path: PathBuf,
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("{path}: missing field `{field}`")]
     MissingField { path: PathBuf, field: String },
@@ -43,9 +43,17 @@ pub enum FormatError {
 
 impl FormatError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        // ENOSPC, EFBIG, EDQUOT: say what to do about it.
+        let error = match source.raw_os_error() {
+            Some(27 | 28 | 122) => std::io::Error::new(
+                source.kind(),
+                format!("{source}: out of space (disk full, quota or file-size limit); nothing was written"),
+            ),
+            _ => source,
+        };
         FormatError::Io {
             path: path.into(),
-            source,
+            error,
         }
     }
 }

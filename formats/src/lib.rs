@@ -10,6 +10,7 @@ pub mod atomic;
 pub mod bytes;
 pub mod convert;
 pub mod error;
+pub mod finite;
 pub mod gguf;
 pub mod hf;
 pub mod pocket;

@@ -31,6 +31,9 @@ pub struct Recipe {
     /// The activation statistics the Q4 search was weighted with, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<CalibrationInfo>,
+    /// Export tensors holding NaN or infinity instead of refusing them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_nonfinite: bool,
 }
 
 /// Where calibration activations came from.
@@ -79,6 +82,7 @@ impl Default for Recipe {
             overrides: Vec::new(),
             qat: QatMode::Auto,
             calibration: None,
+            allow_nonfinite: false,
         }
     }
 }

@@ -321,6 +321,7 @@ fn carry_q4(
 pub fn write_gguf(
     source: &Source,
     quant: GgmlType,
+    allow_nonfinite: bool,
     dest: &Path,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<GgufReport, FormatError> {
@@ -451,6 +452,12 @@ pub fn write_gguf(
                 order[llama_qk_row(hf, spec.head_dim)] = hf;
             }
         }
+        // Decoded for the check where the source allows it (a .pocket's 4-bit blocks cannot be
+        // read as f32; they were checked when that file was written).
+        let values = source.read_f32(&t.name);
+        if let Ok(v) = &values {
+            crate::finite::check(source, &t.name, v, allow_nonfinite)?;
+        }
         let carried = match (t.stored, source.raw_bytes(&t.name)) {
             (Some(from), Some(bytes)) => carry_q4(&bytes, *rows, *cols, from, *ty, &order),
             _ => None,
@@ -458,7 +465,7 @@ pub fn write_gguf(
         let (data, carried_blocks, inexact_blocks) = match carried {
             Some(c) => c,
             None => {
-                let values = source.read_f32(&t.name)?;
+                let values = values?;
                 let mut ordered = Vec::with_capacity(values.len());
                 for &r in &order {
                     ordered.extend_from_slice(&values[r * cols..(r + 1) * cols]);

@@ -353,6 +353,12 @@ impl GgufFile {
                 _ => return Err(bad(format!("data at {offset}+{nbytes} runs past the end of the {size}-byte file (truncated?)"))),
             }
         }
+        crate::bytes::check_disjoint(
+            path,
+            tensors
+                .iter()
+                .map(|t| (t.name.as_str(), t.data.start() as u64, t.data.len() as u64)),
+        )?;
         Ok(GgufFile {
             path: path.to_path_buf(),
             version,

@@ -100,14 +100,61 @@ pub struct ModelSpec {
 }
 
 impl ModelSpec {
+    /// Sizes no real decoder of this kind comes near; a file claiming more is refused before
+    /// anything is sized from it (`num_hidden_layers: 2^60` would otherwise size a vector).
+    pub fn check_limits(&self) -> Result<(), String> {
+        let limits: [(&str, usize, usize); 8] = [
+            ("hidden_size", self.hidden_size, 1 << 16),
+            ("intermediate_size", self.intermediate_size, 1 << 18),
+            ("num_hidden_layers", self.num_layers, 1 << 10),
+            ("num_attention_heads", self.num_heads, 1 << 10),
+            ("num_key_value_heads", self.num_kv_heads, 1 << 10),
+            ("head_dim", self.head_dim, 1 << 10),
+            ("vocab_size", self.vocab_size, 1 << 22),
+            (
+                "max_position_embeddings",
+                self.max_position_embeddings,
+                1 << 24,
+            ),
+        ];
+        for (field, v, max) in limits {
+            if v == 0 || v > max {
+                return Err(format!("{field} = {v} is outside 1..={max}"));
+            }
+        }
+        if self.num_heads % self.num_kv_heads != 0 {
+            return Err(format!(
+                "{} attention heads are not a multiple of {} key/value heads",
+                self.num_heads, self.num_kv_heads
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
+            return Err(format!(
+                "rms_norm_eps = {} is not a finite non-negative number",
+                self.rms_norm_eps
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads `config.json`.
     pub fn from_file(path: &Path) -> Result<ModelSpec, FormatError> {
         let value = read_json(path)?;
         ModelSpec::from_json(path, &value)
     }
 
-    /// Parses a config already in memory; `path` is only used in error messages.
+    /// [`ModelSpec::parse_json`], then [`ModelSpec::check_limits`].
     pub fn from_json(path: &Path, value: &serde_json::Value) -> Result<ModelSpec, FormatError> {
+        let spec = ModelSpec::parse_json(path, value)?;
+        spec.check_limits().map_err(|reason| FormatError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        Ok(spec)
+    }
+
+    /// Parses a config already in memory; `path` is only used in error messages.
+    fn parse_json(path: &Path, value: &serde_json::Value) -> Result<ModelSpec, FormatError> {
         let f = Fields::new(path, value)?;
         let model_type = f
             .opt_str("model_type")?

@@ -9,9 +9,9 @@ use std::path::Path;
 /// Reads and parses a JSON file, naming it in any error.
 pub fn read_json(path: &Path) -> Result<Value, FormatError> {
     let text = std::fs::read_to_string(path).map_err(|e| FormatError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|source| FormatError::Json {
+    serde_json::from_str(&text).map_err(|error| FormatError::Json {
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 
@@ -126,4 +126,42 @@ fn as_usize(v: &Value) -> Option<usize> {
 
 fn as_u32(v: &Value) -> Option<u32> {
     as_usize(v).and_then(|u| u32::try_from(u).ok())
+}
+
+/// The first key that appears twice in a JSON object (`serde_json::Value` silently keeps the
+/// last one, so a crafted header could hide a tensor entry behind another).
+pub fn duplicate_key(json: &[u8]) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<String>, A::Error> {
+            // Every entry is consumed: serde_json refuses a map left half-read.
+            let (mut seen, mut first) = (std::collections::HashSet::new(), None);
+            while let Some(k) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                if first.is_none() && !seen.insert(k.clone()) {
+                    first = Some(k);
+                }
+            }
+            Ok(first)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(json);
+    de.deserialize_map(Keys).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_a_repeated_key() {
+        assert_eq!(
+            super::duplicate_key(br#"{"a": 1, "b": {"a": 2}, "a": 3}"#),
+            Some("a".into())
+        );
+        assert_eq!(super::duplicate_key(br#"{"a": 1, "b": 2}"#), None);
+    }
 }

@@ -116,6 +116,9 @@ fn check_tensor_table(map: &[u8], bad: &dyn Fn(String) -> FormatError) -> Result
     let Some(table) = header.as_object() else {
         return Err(bad("header is not a JSON object".into()));
     };
+    if let Some(k) = super::json::duplicate_key(&map[8..8 + declared as usize]) {
+        return Err(bad(format!("tensor `{k}` appears twice in the header")));
+    }
     for (name, info) in table.iter().filter(|(k, _)| *k != "__metadata__") {
         let elem: u64 = match info.get("dtype").and_then(|d| d.as_str()) {
             Some("F64" | "I64" | "U64") => 8,

@@ -104,6 +104,19 @@ impl PocketFile {
                 )));
             }
         }
+        crate::bytes::check_disjoint(
+            path,
+            header
+                .tensors
+                .iter()
+                .map(|t| (t.name.as_str(), t.offset, t.size))
+                .chain(
+                    header
+                        .blobs
+                        .iter()
+                        .map(|b| (b.name.as_str(), b.offset, b.size)),
+                ),
+        )?;
         Ok(PocketFile {
             path: path.to_path_buf(),
             header,

@@ -1,0 +1,71 @@
+//! How a fuzz input becomes the files a command reads. Shared by the fuzz targets and by
+//! `tests/fuzz_corpus.rs`, which replays every committed corpus file through the `pocket`
+//! binary, so both see exactly the same files.
+
+use std::path::{Path, PathBuf};
+
+/// A valid tokenizer for checkpoint inputs: the fuzzer then reaches the model loader and the
+/// engine instead of stopping at a missing file.
+pub const TOKENIZER_JSON: &[u8] = include_bytes!("../../fixtures/tiny/qwen3-tiny/tokenizer.json");
+pub const TOKENIZER_CONFIG: &[u8] =
+    include_bytes!("../../fixtures/tiny/qwen3-tiny/tokenizer_config.json");
+
+/// An HF checkpoint input is `[u16 LE n][n bytes of config.json][model.safetensors]`.
+pub fn split_checkpoint(data: &[u8]) -> (&[u8], &[u8]) {
+    if data.len() < 2 {
+        return (data, &[]);
+    }
+    let n = u16::from_le_bytes([data[0], data[1]]) as usize;
+    let rest = &data[2..];
+    rest.split_at(n.min(rest.len()))
+}
+
+/// The inverse of [`split_checkpoint`] (for making seeds).
+pub fn join_checkpoint(config: &[u8], weights: &[u8]) -> Vec<u8> {
+    let n = u16::try_from(config.len()).expect("config.json under 64 KiB");
+    let mut out = n.to_le_bytes().to_vec();
+    out.extend_from_slice(config);
+    out.extend_from_slice(weights);
+    out
+}
+
+/// Writes a checkpoint directory; returns its path.
+pub fn write_checkpoint(data: &[u8], dir: &Path) -> std::io::Result<PathBuf> {
+    let (config, weights) = split_checkpoint(data);
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir_all(&ckpt)?;
+    std::fs::write(ckpt.join("config.json"), config)?;
+    std::fs::write(ckpt.join("model.safetensors"), weights)?;
+    std::fs::write(ckpt.join("tokenizer.json"), TOKENIZER_JSON)?;
+    std::fs::write(ckpt.join("tokenizer_config.json"), TOKENIZER_CONFIG)?;
+    Ok(ckpt)
+}
+
+/// A `.pocket` input with its header checksum recomputed when the prefix makes that possible,
+/// so the fuzzer explores the header JSON and the tensor table instead of dying at the checksum.
+pub fn fix_pocket_checksum(data: &[u8]) -> Vec<u8> {
+    let mut out = data.to_vec();
+    if out.len() >= 32 {
+        let len = u64::from_le_bytes(out[16..24].try_into().expect("8 bytes"));
+        if len <= (out.len() - 32) as u64 {
+            let sum = xxhash_rust::xxh3::xxh3_64(&out[32..32 + len as usize]);
+            out[24..32].copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Writes a single-file model (`.pocket` or GGUF); returns its path.
+pub fn write_file(data: &[u8], dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(name);
+    std::fs::write(&path, data)?;
+    Ok(path)
+}
+
+/// A scratch directory for this process (under `$TMPDIR`; use a tmpfs for speed).
+pub fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pocket-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}

@@ -1,0 +1,902 @@
+//! Every class of bad input we know of, across formats, through the `pocket` binary: each must
+//! give exit code 1 (2 for bad usage), one line on stderr that starts with `error:`, names the
+//! file and says what is wrong, no panic and no output file. The table in docs/robustness.md is
+//! this test's output (`target/tmp/robustness-table.md`).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{root, tiny};
+
+struct Case {
+    format: &'static str,
+    what: &'static str,
+    /// The command's arguments after `pocket`; `{}` is replaced by the input's path.
+    args: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    code: i32,
+    /// Fragments the message must contain.
+    needles: Vec<&'static str>,
+}
+
+fn case(format: &'static str, what: &'static str, input: &Path, needles: &[&'static str]) -> Case {
+    Case {
+        format,
+        what,
+        args: vec!["inspect".into(), input.display().to_string()],
+        stdin: None,
+        code: 1,
+        needles: needles.to_vec(),
+    }
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+    }
+}
+
+/// A copy of the qwen3 fixture under `dir/name`, with `f` applied.
+fn checkpoint(dir: &Path, name: &str, f: impl FnOnce(&Path)) -> PathBuf {
+    let d = dir.join(name);
+    copy_dir(&tiny("qwen3-tiny"), &d);
+    f(&d);
+    d
+}
+
+fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
+    let mut v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+/// Safetensors parts: (header JSON, data section).
+fn st_split(path: &Path) -> (Value, Vec<u8>) {
+    let b = std::fs::read(path).unwrap();
+    let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+    (
+        serde_json::from_slice(&b[8..8 + n]).unwrap(),
+        b[8 + n..].to_vec(),
+    )
+}
+
+fn st_join(path: &Path, header: &[u8], data: &[u8]) {
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header);
+    out.extend_from_slice(data);
+    std::fs::write(path, out).unwrap();
+}
+
+fn edit_safetensors(dir: &Path, f: impl FnOnce(&mut Value, &mut Vec<u8>)) {
+    let p = dir.join("model.safetensors");
+    let (mut h, mut data) = st_split(&p);
+    f(&mut h, &mut data);
+    st_join(&p, &serde_json::to_vec(&h).unwrap(), &data);
+}
+
+/// Byte positions inside a GGUF: the end of the fixed header, of the metadata, of the tensor
+/// infos, and each tensor info's (name position, offset-field position).
+struct GgufMap {
+    meta_end: usize,
+    infos_end: usize,
+    infos: Vec<(String, usize)>,
+    arch_value: usize,
+}
+
+fn gguf_map(b: &[u8]) -> GgufMap {
+    let u32_at = |p: usize| u32::from_le_bytes(b[p..p + 4].try_into().unwrap());
+    let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap()) as usize;
+    fn skip(b: &[u8], p: usize, ty: u32) -> usize {
+        let u64_at = |p: usize| u64::from_le_bytes(b[p..p + 8].try_into().unwrap()) as usize;
+        match ty {
+            0 | 1 | 7 => p + 1,
+            2 | 3 => p + 2,
+            4..=6 => p + 4,
+            10..=12 => p + 8,
+            8 => p + 8 + u64_at(p),
+            9 => {
+                let inner = u32::from_le_bytes(b[p..p + 4].try_into().unwrap());
+                let n = u64_at(p + 4);
+                (0..n).fold(p + 12, |q, _| skip(b, q, inner))
+            }
+            t => panic!("type {t}"),
+        }
+    }
+    let n_tensors = u64_at(8);
+    let n_kv = u64_at(16);
+    let mut p = 24;
+    let mut arch_value = 0;
+    for _ in 0..n_kv {
+        let klen = u64_at(p);
+        let key = String::from_utf8(b[p + 8..p + 8 + klen].to_vec()).unwrap();
+        p += 8 + klen;
+        let ty = u32_at(p);
+        p += 4;
+        if key == "general.architecture" {
+            arch_value = p + 8;
+        }
+        p = skip(b, p, ty);
+    }
+    let meta_end = p;
+    let mut infos = Vec::new();
+    for _ in 0..n_tensors {
+        let nlen = u64_at(p);
+        let name = String::from_utf8(b[p + 8..p + 8 + nlen].to_vec()).unwrap();
+        p += 8 + nlen;
+        let nd = u32_at(p) as usize;
+        p += 4 + 8 * nd + 4;
+        infos.push((name, p));
+        p += 8;
+    }
+    GgufMap {
+        meta_end,
+        infos_end: p,
+        infos,
+        arch_value,
+    }
+}
+
+/// A `.pocket` file rebuilt with its JSON header edited (checksum and data offset redone).
+fn edit_pocket(src: &[u8], f: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let hlen = u64::from_le_bytes(src[16..24].try_into().unwrap()) as usize;
+    let data_at = u32::from_le_bytes(src[12..16].try_into().unwrap()) as usize;
+    let mut h: Value = serde_json::from_slice(&src[32..32 + hlen]).unwrap();
+    f(&mut h);
+    let json = serde_json::to_vec(&h).unwrap();
+    let d = (32 + json.len()).div_ceil(64) * 64;
+    let mut out = src[..32].to_vec();
+    out[12..16].copy_from_slice(&(d as u32).to_le_bytes());
+    out[16..24].copy_from_slice(&(json.len() as u64).to_le_bytes());
+    out[24..32].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(&json).to_le_bytes());
+    out.extend_from_slice(&json);
+    out.resize(d, 0);
+    out.extend_from_slice(&src[data_at..]);
+    out
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn cases(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    let s = "safetensors";
+    // --- HF checkpoint: safetensors ---
+    let d = checkpoint(dir, "trunc-data", |d| {
+        let p = d.join("model.safetensors");
+        let b = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &b[..b.len() - 100]).unwrap();
+    });
+    v.push(case(
+        s,
+        "truncated in the data section",
+        &d,
+        &["model.safetensors", "past the end"],
+    ));
+    let d = checkpoint(dir, "trunc-header", |d| {
+        let p = d.join("model.safetensors");
+        let b = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &b[..200]).unwrap();
+    });
+    v.push(case(
+        s,
+        "truncated inside the JSON header",
+        &d,
+        &["model.safetensors", "header length"],
+    ));
+    let d = checkpoint(dir, "trunc-len", |d| {
+        std::fs::write(d.join("model.safetensors"), [1u8, 2, 3, 4, 5]).unwrap();
+    });
+    v.push(case(
+        s,
+        "truncated inside the 8-byte length",
+        &d,
+        &["model.safetensors", "too short"],
+    ));
+    let d = checkpoint(dir, "huge-header-len", |d| {
+        let p = d.join("model.safetensors");
+        let mut b = std::fs::read(&p).unwrap();
+        b[..8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        std::fs::write(&p, b).unwrap();
+    });
+    v.push(case(
+        s,
+        "header length 2^60",
+        &d,
+        &["model.safetensors", "header length"],
+    ));
+    let d = checkpoint(dir, "header-not-json", |d| {
+        let p = d.join("model.safetensors");
+        let (_, data) = st_split(&p);
+        st_join(&p, b"{\"a\": [1, 2", &data);
+    });
+    v.push(case(
+        s,
+        "header is not JSON",
+        &d,
+        &["model.safetensors", "JSON"],
+    ));
+    let d = checkpoint(dir, "offsets-past-eof", |d| {
+        edit_safetensors(d, |h, _| {
+            h["model.norm.weight"]["data_offsets"][1] = (1u64 << 40).into();
+        })
+    });
+    v.push(case(
+        s,
+        "data offsets past the end of the file",
+        &d,
+        &["model.norm.weight", "past the end"],
+    ));
+    let d = checkpoint(dir, "overlap", |d| {
+        edit_safetensors(d, |h, _| {
+            let a = h["model.norm.weight"]["data_offsets"].clone();
+            h["model.layers.0.input_layernorm.weight"]["data_offsets"] = a;
+        })
+    });
+    v.push(case(
+        s,
+        "two tensors share bytes (overlap)",
+        &d,
+        &["model.safetensors"],
+    ));
+    let d = checkpoint(dir, "shape-overflow", |d| {
+        edit_safetensors(d, |h, _| {
+            h["model.norm.weight"]["shape"] =
+                serde_json::json!([1u64 << 32, 1u64 << 32, 1u64 << 32]);
+        })
+    });
+    v.push(case(
+        s,
+        "shape product overflows u64",
+        &d,
+        &["model.norm.weight", "overflows"],
+    ));
+    let d = checkpoint(dir, "negative-dim", |d| {
+        edit_safetensors(d, |h, _| {
+            h["model.norm.weight"]["shape"] = serde_json::json!([-64]);
+        })
+    });
+    v.push(case(
+        s,
+        "negative dimension",
+        &d,
+        &["model.norm.weight", "not a list of integers"],
+    ));
+    let d = checkpoint(dir, "size-mismatch", |d| {
+        edit_safetensors(d, |h, _| {
+            h["model.norm.weight"]["shape"] = serde_json::json!([63]);
+        })
+    });
+    v.push(case(
+        s,
+        "odd size: shape and byte range disagree",
+        &d,
+        &["model.norm.weight", "needs"],
+    ));
+    let d = checkpoint(dir, "unknown-dtype", |d| {
+        edit_safetensors(d, |h, _| {
+            h["model.norm.weight"]["dtype"] = "F9".into();
+        })
+    });
+    v.push(case(s, "unknown dtype", &d, &["model.safetensors"]));
+    let d = checkpoint(dir, "duplicate-name", |d| {
+        let p = d.join("model.safetensors");
+        let b = std::fs::read(&p).unwrap();
+        let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+        let h = String::from_utf8(b[8..8 + n].to_vec()).unwrap();
+        // Same length, so the byte layout stays put: a key of the JSON object appears twice.
+        let h = h.replacen(
+            "model.layers.1.mlp.up_proj.weight",
+            "model.layers.0.mlp.up_proj.weight",
+            1,
+        );
+        let mut out = b[..8].to_vec();
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(&b[8 + n..]);
+        std::fs::write(&p, out).unwrap();
+    });
+    v.push(case(
+        s,
+        "duplicate tensor name",
+        &d,
+        &[
+            "model.safetensors",
+            "model.layers.0.mlp.up_proj.weight",
+            "twice",
+        ],
+    ));
+    // --- HF checkpoint: config and files ---
+    let c = "config.json";
+    let d = checkpoint(dir, "no-hidden", |d| {
+        edit_json(&d.join("config.json"), |v| {
+            v.as_object_mut().unwrap().remove("hidden_size");
+        })
+    });
+    v.push(case(
+        c,
+        "missing field",
+        &d,
+        &["config.json", "hidden_size"],
+    ));
+    let d = checkpoint(dir, "unknown-type", |d| {
+        edit_json(&d.join("config.json"), |v| v["model_type"] = "mamba".into())
+    });
+    v.push(case(c, "unknown model_type", &d, &["config.json", "mamba"]));
+    let d = checkpoint(dir, "negative-layers", |d| {
+        edit_json(&d.join("config.json"), |v| {
+            v["num_hidden_layers"] = (-1).into()
+        })
+    });
+    v.push(case(
+        c,
+        "negative layer count",
+        &d,
+        &["config.json", "num_hidden_layers"],
+    ));
+    let d = checkpoint(dir, "huge-layers", |d| {
+        edit_json(&d.join("config.json"), |v| {
+            v["num_hidden_layers"] = (1u64 << 60).into()
+        })
+    });
+    v.push(case(c, "layer count 2^60", &d, &["config.json"]));
+    let d = checkpoint(dir, "shape-vs-config", |d| {
+        edit_json(&d.join("config.json"), |v| {
+            v["intermediate_size"] = 256.into()
+        })
+    });
+    v.push(case(
+        c,
+        "tensor shapes disagree with config",
+        &d,
+        &["mlp", "shape"],
+    ));
+    let d = checkpoint(dir, "bad-utf8-config", |d| {
+        let p = d.join("config.json");
+        let mut b = std::fs::read(&p).unwrap();
+        let i = b.windows(5).position(|w| w == b"qwen3").unwrap();
+        b[i + 1] = 0xff;
+        std::fs::write(&p, b).unwrap();
+    });
+    v.push(case(
+        c,
+        "invalid UTF-8 in config.json",
+        &d,
+        &["config.json"],
+    ));
+    let d = checkpoint(dir, "no-tokenizer", |d| {
+        std::fs::remove_file(d.join("tokenizer.json")).unwrap();
+    });
+    let mut k = case(
+        c,
+        "missing tokenizer.json",
+        &d,
+        &["tokenizer.json", "missing"],
+    );
+    k.args = vec![
+        "run".into(),
+        d.display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    v.push(k);
+    let d = checkpoint(dir, "escaping-shard", |d| {
+        std::fs::remove_file(d.join("model.safetensors")).unwrap();
+        std::fs::write(
+            d.join("model.safetensors.index.json"),
+            br#"{"weight_map": {"model.norm.weight": "../../etc/passwd"}}"#,
+        )
+        .unwrap();
+    });
+    v.push(case(c, "shard path escapes the directory", &d, &["passwd"]));
+    let d = checkpoint(dir, "missing-shard", |d| {
+        std::fs::remove_file(d.join("model.safetensors")).unwrap();
+        std::fs::write(
+            d.join("model.safetensors.index.json"),
+            br#"{"weight_map": {"model.norm.weight": "model-00001-of-00002.safetensors"}}"#,
+        )
+        .unwrap();
+    });
+    v.push(case(
+        c,
+        "missing shard",
+        &d,
+        &["model-00001-of-00002.safetensors"],
+    ));
+    let d = checkpoint(dir, "nan-weights", |d| {
+        edit_safetensors(d, |h, data| {
+            let at = h["model.layers.0.mlp.up_proj.weight"]["data_offsets"][0]
+                .as_u64()
+                .unwrap() as usize;
+            data[at + 6..at + 8].copy_from_slice(&[0x00, 0x7e]); // f16 NaN
+        })
+    });
+    let mut k = case(
+        c,
+        "NaN in a weight (export)",
+        &d,
+        &[
+            "model.layers.0.mlp.up_proj.weight",
+            "NaN",
+            "--allow-nonfinite",
+        ],
+    );
+    k.args = vec![
+        "export".into(),
+        d.display().to_string(),
+        "-o".into(),
+        dir.join("nan.pocket").display().to_string(),
+    ];
+    v.push(k);
+
+    // --- GGUF ---
+    let g = "GGUF";
+    let good = std::fs::read(root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    let map = gguf_map(&good);
+    let mut b = good.clone();
+    b[3] = b'X';
+    v.push(case(
+        g,
+        "wrong magic",
+        &write(dir, "magic.gguf", &b),
+        &["magic.gguf", "not a model"],
+    ));
+    let mut b = good.clone();
+    b[4..8].copy_from_slice(&7u32.to_le_bytes());
+    v.push(case(
+        g,
+        "unsupported version",
+        &write(dir, "version.gguf", &b),
+        &["version.gguf", "version 7"],
+    ));
+    v.push(case(
+        g,
+        "truncated in the fixed header",
+        &write(dir, "t-head.gguf", &good[..20]),
+        &["t-head.gguf", "truncated"],
+    ));
+    v.push(case(
+        g,
+        "truncated at the end of the metadata",
+        &write(dir, "t-meta.gguf", &good[..map.meta_end]),
+        &["t-meta.gguf", "truncated"],
+    ));
+    v.push(case(
+        g,
+        "truncated inside the metadata",
+        &write(dir, "t-meta2.gguf", &good[..map.meta_end - 3]),
+        &["t-meta2.gguf"],
+    ));
+    v.push(case(
+        g,
+        "truncated at the end of the tensor infos",
+        &write(dir, "t-infos.gguf", &good[..map.infos_end]),
+        &["t-infos.gguf", "past the end"],
+    ));
+    v.push(case(
+        g,
+        "truncated in the tensor data",
+        &write(dir, "t-data.gguf", &good[..good.len() - 1000]),
+        &["t-data.gguf", "past the end"],
+    ));
+    let mut b = good.clone();
+    b[8..16].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    v.push(case(
+        g,
+        "tensor count 2^60",
+        &write(dir, "count.gguf", &b),
+        &["count.gguf", "cannot fit"],
+    ));
+    let mut b = good.clone();
+    b[24..32].copy_from_slice(&(1u64 << 63).to_le_bytes());
+    v.push(case(
+        g,
+        "string length 2^63",
+        &write(dir, "strlen.gguf", &b),
+        &["strlen.gguf", "longer than the rest"],
+    ));
+    let mut b = good.clone();
+    b[map.arch_value + 1] = 0xff;
+    v.push(case(
+        g,
+        "invalid UTF-8 in a metadata value",
+        &write(dir, "utf8.gguf", &b),
+        &["utf8.gguf", "UTF-8"],
+    ));
+    let mut b = good.clone();
+    let (first, first_off) = (map.infos[0].0.clone().leak() as &str, map.infos[0].1);
+    let (_, second_off) = map.infos[1];
+    let off = b[first_off..first_off + 8].to_vec();
+    b[second_off..second_off + 8].copy_from_slice(&off);
+    v.push(case(
+        g,
+        "two tensors at the same offset (overlap)",
+        &write(dir, "overlap.gguf", &b),
+        &["overlap.gguf", "overlap", first],
+    ));
+    let mut b = good.clone();
+    b[map.infos[0].1..map.infos[0].1 + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    v.push(case(
+        g,
+        "tensor offset past the end",
+        &write(dir, "offset.gguf", &b),
+        &["offset.gguf", "past the end"],
+    ));
+    let mut b = good.clone();
+    let (name0, name1) = (map.infos[0].0.clone(), map.infos[1].0.clone());
+    assert_eq!(name0.len(), name1.len(), "fixture tensor names");
+    let at = b
+        .windows(name1.len())
+        .position(|w| w == name1.as_bytes())
+        .unwrap();
+    b[at..at + name1.len()].copy_from_slice(name0.as_bytes());
+    v.push(case(
+        g,
+        "duplicate tensor name",
+        &write(dir, "dup.gguf", &b),
+        &["dup.gguf", "twice"],
+    ));
+    let mut b = good.clone();
+    b[map.infos[0].1 - 4..map.infos[0].1].copy_from_slice(&77u32.to_le_bytes());
+    v.push(case(
+        g,
+        "unknown tensor type",
+        &write(dir, "ggmltype.gguf", &b),
+        &["ggmltype.gguf", "77"],
+    ));
+    let mut b = good.clone();
+    // The first tensor's first dimension: 2^40 × 2^40 overflows nothing but cannot fit; the
+    // second dimension times 2^62 overflows u64.
+    let q = map
+        .infos
+        .iter()
+        .find(|i| i.0.ends_with("attn_q.weight"))
+        .unwrap()
+        .1;
+    let dims_at = q - 4 - 16;
+    b[dims_at..dims_at + 8].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    b[dims_at + 8..dims_at + 16].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    v.push(case(
+        g,
+        "dimension product overflows u64",
+        &write(dir, "dims.gguf", &b),
+        &["dims.gguf", "overflow"],
+    ));
+
+    // --- .pocket ---
+    let p = "pocket";
+    let good_pocket = dir.join("good.pocket");
+    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["export", tiny("qwen3-tiny").to_str().unwrap(), "-o"])
+        .arg(&good_pocket)
+        .args(["--calib", "none", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let good = std::fs::read(&good_pocket).unwrap();
+    let mut b = good.clone();
+    b[0] = b'Q';
+    v.push(case(
+        p,
+        "wrong magic",
+        &write(dir, "magic.pocket", &b),
+        &["magic.pocket", "not a model"],
+    ));
+    let mut b = good.clone();
+    b[8..12].copy_from_slice(&9u32.to_le_bytes());
+    v.push(case(
+        p,
+        "unsupported version",
+        &write(dir, "version.pocket", &b),
+        &["version.pocket", "version 9"],
+    ));
+    let mut b = good.clone();
+    b[16..24].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    v.push(case(
+        p,
+        "header length 2^60",
+        &write(dir, "hlen.pocket", &b),
+        &["hlen.pocket", "past the end"],
+    ));
+    let mut b = good.clone();
+    b[40] ^= 1;
+    let mut k = case(
+        p,
+        "header checksum fails (run refuses)",
+        &write(dir, "hsum.pocket", &b),
+        &["hsum.pocket", "checksum"],
+    );
+    k.args = vec![
+        "run".into(),
+        dir.join("hsum.pocket").display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    v.push(k);
+    let data_at = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
+    let hlen = u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&good[32..32 + hlen]).unwrap();
+    let t0 = &header["tensors"][3];
+    let flip_at = data_at + t0["offset"].as_u64().unwrap() as usize + 5;
+    let mut b = good.clone();
+    b[flip_at] ^= 0x10;
+    let mut k = case(
+        p,
+        "one flipped byte in a tensor (inspect --verify)",
+        &write(dir, "flip.pocket", &b),
+        &[
+            "flip.pocket",
+            t0["name"].as_str().unwrap().to_string().leak(),
+        ],
+    );
+    k.args = vec![
+        "inspect".into(),
+        "--verify".into(),
+        dir.join("flip.pocket").display().to_string(),
+    ];
+    v.push(k);
+    v.push(case(
+        p,
+        "truncated in the data section",
+        &write(dir, "trunc.pocket", &good[..good.len() - 64]),
+        &["trunc.pocket", "past the end"],
+    ));
+    v.push(case(
+        p,
+        "truncated inside the header",
+        &write(dir, "trunc-h.pocket", &good[..100]),
+        &["trunc-h.pocket", "past the end"],
+    ));
+    let b = edit_pocket(&good, |h| {
+        h["tensors"][2]["offset"] = h["tensors"][1]["offset"].clone()
+    });
+    v.push(case(
+        p,
+        "two tensors share bytes (overlap)",
+        &write(dir, "overlap.pocket", &b),
+        &["overlap.pocket", "overlap"],
+    ));
+    let b = edit_pocket(&good, |h| h["tensors"][1]["offset"] = (1u64 << 62).into());
+    v.push(case(
+        p,
+        "tensor offset past the end",
+        &write(dir, "offset.pocket", &b),
+        &["offset.pocket", "past the end"],
+    ));
+    let b = edit_pocket(&good, |h| {
+        h["tensors"][1]["shape"] = serde_json::json!([1u64 << 40, 1u64 << 40])
+    });
+    v.push(case(
+        p,
+        "dimension product overflows",
+        &write(dir, "dims.pocket", &b),
+        &["dims.pocket"],
+    ));
+    let b = edit_pocket(&good, |h| h["tensors"][1]["dtype"] = "q3_k".into());
+    v.push(case(
+        p,
+        "unknown storage type",
+        &write(dir, "dtype.pocket", &b),
+        &["dtype.pocket", "q3_k"],
+    ));
+    let b = edit_pocket(&good, |h| {
+        let t = h["tensors"][1].clone();
+        h["tensors"].as_array_mut().unwrap().push(t);
+    });
+    v.push(case(
+        p,
+        "duplicate tensor name",
+        &write(dir, "dup.pocket", &b),
+        &["dup.pocket", "twice"],
+    ));
+    let b = edit_pocket(&good, |h| h["spec"]["hidden_size"] = 128.into());
+    let mut k = case(
+        p,
+        "header spec disagrees with tensor shapes",
+        &write(dir, "spec.pocket", &b),
+        &["spec.pocket"],
+    );
+    k.args = vec![
+        "run".into(),
+        dir.join("spec.pocket").display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    v.push(k);
+
+    // --- templates, run time, usage ---
+    let t = "runtime";
+    let d = checkpoint(dir, "template-memory", |d| {
+        std::fs::write(
+            d.join("chat_template.jinja"),
+            "{% set s = namespace(x='ab') %}{% for i in range(64) %}{% set s.x = s.x ~ s.x %}{% endfor %}{{ s.x }}",
+        )
+        .unwrap();
+    });
+    let mut k = case(
+        t,
+        "chat template doubling a string 64 times",
+        &d,
+        &["chat_template.jinja", "MiB of memory"],
+    );
+    k.args = vec![
+        "run".into(),
+        d.display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    v.push(k);
+    let d = checkpoint(dir, "template-loop", |d| {
+        std::fs::write(
+            d.join("chat_template.jinja"),
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        )
+        .unwrap();
+    });
+    let mut k = case(
+        t,
+        "chat template looping 10^10 times",
+        &d,
+        &["chat_template.jinja", "fuel"],
+    );
+    k.args = vec![
+        "run".into(),
+        d.display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    v.push(k);
+    let d = checkpoint(dir, "template-recursion", |d| {
+        std::fs::write(
+            d.join("chat_template.jinja"),
+            "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        )
+        .unwrap();
+    });
+    let mut k = case(
+        t,
+        "chat template recursing without end",
+        &d,
+        &["chat_template.jinja"],
+    );
+    k.args = vec![
+        "run".into(),
+        d.display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    v.push(k);
+    v.push(Case {
+        format: t,
+        what: "prompt longer than the context",
+        args: vec![
+            "run".into(),
+            tiny("qwen3-tiny").display().to_string(),
+            "-p".into(),
+            "word ".repeat(600),
+        ],
+        stdin: None,
+        code: 1,
+        needles: vec!["prompt needs", "positions"],
+    });
+    v.push(Case {
+        format: t,
+        what: "invalid UTF-8 on stdin",
+        args: vec![
+            "run".into(),
+            tiny("qwen3-tiny").display().to_string(),
+            "-n".into(),
+            "2".into(),
+        ],
+        stdin: Some(b"hi \xff\xfe there".to_vec()),
+        code: 1,
+        needles: vec!["stdin", "UTF-8", "byte 3"],
+    });
+    v.push(Case {
+        format: "usage",
+        what: "unknown option",
+        args: vec!["run".into(), "--frobnicate".into()],
+        stdin: None,
+        code: 2,
+        needles: vec!["--frobnicate"],
+    });
+    v.push(Case {
+        format: "usage",
+        what: "missing model path",
+        args: vec!["inspect".into(), dir.join("nowhere").display().to_string()],
+        stdin: None,
+        code: 1,
+        needles: vec!["nowhere", "no such file"],
+    });
+    v
+}
+
+#[test]
+fn every_bad_input_fails_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let cases = cases(dir);
+    assert!(cases.len() >= 25, "{} cases", cases.len());
+    let mut table =
+        String::from("| input | case | command | exit | message |\n|---|---|---|---|---|\n");
+    let mut failures = Vec::new();
+    for c in &cases {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pocket"));
+        cmd.args(&c.args)
+            .stdin(if c.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(input) = &c.stdin {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(input).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let first = err.lines().next().unwrap_or("").to_string();
+        let ok = out.status.code() == Some(c.code)
+            && !err.contains("panicked")
+            && (c.code == 2 || err.trim_end().lines().count() == 1)
+            && first.starts_with("error")
+            && c.needles.iter().all(|n| err.contains(n));
+        if !ok {
+            failures.push(format!(
+                "{} / {}: exit {:?}: {err}",
+                c.format,
+                c.what,
+                out.status.code()
+            ));
+        }
+        let shown = first
+            .replace(&dir.display().to_string(), "$TMP")
+            .replace(&root().display().to_string(), ".");
+        let verb = c.args[0].clone()
+            + if c.args.get(1).is_some_and(|a| a.starts_with("--v")) {
+                " --verify"
+            } else {
+                ""
+            };
+        table.push_str(&format!(
+            "| {} | {} | `{}` | {} | `{}` |\n",
+            c.format,
+            c.what,
+            verb,
+            out.status.code().unwrap_or(-1),
+            shown
+                .replace('|', "\\|")
+                .chars()
+                .take(230)
+                .collect::<String>()
+        ));
+    }
+    // No case may leave an output file behind.
+    assert!(!dir.join("nan.pocket").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("robustness-table.md");
+    std::fs::write(&out, &table).unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}

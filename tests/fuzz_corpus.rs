@@ -1,0 +1,111 @@
+//! Replays every committed fuzz input (fuzz/seeds: real files; fuzz/regressions: inputs that
+//! once crashed, hung or ran out of memory) through the `pocket` binary, materialised exactly as
+//! the fuzz targets do: the binary must exit 0 or 1, never panic, and fail in one line.
+
+mod common;
+#[path = "../fuzz/src/inputs.rs"]
+#[allow(dead_code)]
+mod inputs;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn inputs_of(target: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for kind in ["seeds", "regressions"] {
+        let dir = common::root().join("fuzz").join(kind).join(target);
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            v.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Runs `pocket ARGS`; returns a complaint if it panicked or failed badly.
+fn check(args: &[&str], what: &Path) -> Option<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let code = out.status.code();
+    let clean = match code {
+        Some(0) => !err.contains("panicked"),
+        Some(1) => {
+            !err.contains("panicked")
+                && err.starts_with("error: ")
+                && err.trim_end().lines().count() == 1
+        }
+        _ => false,
+    };
+    (!clean).then(|| format!("{} ({args:?}): exit {code:?}: {err}", what.display()))
+}
+
+#[test]
+fn committed_fuzz_inputs_never_crash_the_binary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bad = Vec::new();
+    let mut n = 0;
+    for (i, input) in inputs_of("hf_checkpoint").iter().enumerate() {
+        let dir = tmp.path().join(format!("hf{i}"));
+        let ckpt = inputs::write_checkpoint(&std::fs::read(input).unwrap(), &dir).unwrap();
+        let c = ckpt.to_str().unwrap();
+        bad.extend(check(&["inspect", c], input));
+        bad.extend(check(&["run", c, "-p", "hi", "-n", "2"], input));
+        n += 1;
+    }
+    for target in ["gguf_file", "gguf_tokenizer"] {
+        for (i, input) in inputs_of(target).iter().enumerate() {
+            let f = inputs::write_file(
+                &std::fs::read(input).unwrap(),
+                tmp.path(),
+                &format!("{target}{i}.gguf"),
+            )
+            .unwrap();
+            bad.extend(check(
+                &["run", f.to_str().unwrap(), "-p", "hi", "-n", "2"],
+                input,
+            ));
+            n += 1;
+        }
+    }
+    for (i, input) in inputs_of("pocket_file").iter().enumerate() {
+        let bytes = inputs::fix_pocket_checksum(&std::fs::read(input).unwrap());
+        let f = inputs::write_file(&bytes, tmp.path(), &format!("p{i}.pocket")).unwrap();
+        bad.extend(check(&["inspect", "--verify", f.to_str().unwrap()], input));
+        bad.extend(check(
+            &["run", f.to_str().unwrap(), "-p", "hi", "-n", "2"],
+            input,
+        ));
+        n += 1;
+    }
+    for (i, input) in inputs_of("chat_template").iter().enumerate() {
+        let dir = tmp.path().join(format!("t{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for e in std::fs::read_dir(common::tiny("qwen3-tiny"))
+            .unwrap()
+            .flatten()
+        {
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+        std::fs::write(
+            dir.join("chat_template.jinja"),
+            std::fs::read(input).unwrap(),
+        )
+        .unwrap();
+        bad.extend(check(
+            &["run", dir.to_str().unwrap(), "-p", "hi", "-n", "2"],
+            input,
+        ));
+        n += 1;
+    }
+    assert!(n >= 20, "only {n} committed inputs");
+    assert!(
+        bad.is_empty(),
+        "{} of {n} inputs failed badly:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
