@@ -402,3 +402,65 @@ fn bad_data_is_a_one_line_error_naming_file_and_line() {
         Some(2)
     );
 }
+
+#[test]
+fn an_eval_killed_at_any_point_resumes_to_the_same_scores() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gsm8k.jsonl");
+    let model = tiny("qwen2-tiny");
+    let data = dir.path().join("data.jsonl");
+    let items: Vec<String> = (0..8)
+        .map(|i| {
+            serde_json::json!({
+                "question": format!("Tom has {i} apples and buys {} more. How many now?", i + 2),
+                "answer": format!("{i} + {} = {}\n#### {}", i + 2, 2 * i + 2, 2 * i + 2),
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&data, items.join("\n") + "\n").unwrap();
+    let args = |out: Option<&Path>| {
+        let mut a: Vec<String> = [
+            "eval", "gsm8k", s(&model), "--variant", "gsm8k_cot_zeroshot", "--data", s(&data),
+            "--json",
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Some(o) = out {
+            a.extend(["--out".to_string(), s(o).to_string()]);
+        }
+        a
+    };
+    let fresh = json_run(&args(None).iter().map(String::as_str).collect::<Vec<_>>());
+    let n = fresh["n"].as_u64().unwrap() as usize;
+    assert_eq!(n, 8);
+    // SIGKILL as soon as the log holds k records (k = 0: before the first is written), and at
+    // a random-ish moment mid-item; then resume.
+    let mut killed_running = 0;
+    for k in [0, 1, 3, 5, n - 1] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+            .args(args(Some(&out)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none()
+            && std::fs::read_to_string(&out).map_or(0, |t| t.lines().count()) < k
+            && start.elapsed().as_secs() < 60
+        {
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+        if child.try_wait().unwrap().is_none() {
+            killed_running += 1;
+        }
+        let _ = child.kill();
+        child.wait().unwrap();
+    }
+    assert!(killed_running >= 2, "only {killed_running} kills landed mid-run");
+    let resumed = json_run(&args(Some(&out)).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(resumed["metrics"], fresh["metrics"]);
+    assert_eq!(resumed["items"], fresh["items"]);
+    assert_eq!(lines(&out).len(), n);
+}

@@ -127,7 +127,14 @@ struct Cursor<'a> {
     b: &'a [u8],
     pos: usize,
     path: &'a Path,
+    /// Array elements read so far, against [`MAX_ELEMENTS`].
+    elements: u64,
 }
+
+/// Array elements in all metadata together. Each becomes a 32-byte value in memory, so a file
+/// of one-byte elements would otherwise ask for 32× its size; real files (a 262K vocabulary,
+/// its scores, types and merges) hold about 1.3 M.
+const MAX_ELEMENTS: u64 = 1 << 23;
 
 impl<'a> Cursor<'a> {
     fn err(&self, what: String) -> FormatError {
@@ -214,6 +221,12 @@ impl<'a> Cursor<'a> {
                         "{key}: array of {count} elements is larger than the rest of the file"
                     )));
                 }
+                self.elements = self.elements.saturating_add(count);
+                if self.elements > MAX_ELEMENTS {
+                    return Err(self.err(format!(
+                        "{key}: metadata arrays hold more than {MAX_ELEMENTS} elements in all"
+                    )));
+                }
                 let mut items = Vec::with_capacity(count as usize);
                 for _ in 0..count {
                     items.push(self.value(inner, depth + 1, key)?);
@@ -245,6 +258,7 @@ impl GgufFile {
             b: bytes,
             pos: 0,
             path,
+            elements: 0,
         };
         if c.take(4, "magic")? != MAGIC {
             return Err(c.err("not a GGUF file (bad magic)".into()));
