@@ -7,6 +7,7 @@
 //! JSON line; running the same command again skips the items already there.
 
 mod compare;
+mod drift;
 mod engine;
 mod generation;
 mod mc;
@@ -37,10 +38,16 @@ Examples:
   pocket eval compare a.jsonl b.jsonl
   pocket eval ifeval MODEL --out responses.jsonl --json > ifeval.json
   pocket eval score ifeval --responses responses.jsonl
-  pocket eval mc MODEL --data questions.csv --style letters")]
+  pocket eval mc MODEL --data questions.csv --style letters
+  pocket eval --model models/smollm2-135m-instruct --model smol-q4.pocket --tasks ifeval,gsm8k_cot \
+      --limit 100 --json drift.json")]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct EvalArgs {
     #[command(subcommand)]
-    pub task: Task,
+    pub task: Option<Task>,
+    /// Without a subcommand: evaluate two builds on the same items and print the drift
+    #[command(flatten)]
+    pub drift: drift::DriftArgs,
 }
 
 #[derive(Subcommand)]
@@ -65,7 +72,10 @@ pub enum Task {
 }
 
 pub fn main(args: EvalArgs) -> Result<ExitCode> {
-    match args.task {
+    let Some(task) = args.task else {
+        return drift::main(args.drift);
+    };
+    match task {
         Task::Ppl(a) => ppl::main(a),
         Task::Ifeval(a) => generation::ifeval(a),
         Task::Gsm8k(a) => generation::gsm8k(a),

@@ -10,6 +10,10 @@ Subcommands:
       RESPONSES has one JSON object per line: {"key": int | "prompt": str, "response": str}.
       OUT gets, per row in order, {"row", "key", "strict": [bool], "loose": [bool]}, the
       instruction-level verdicts of utils.test_instruction_following_strict/_loose.
+  outputs INPUT_DATA RESPONSES DIR
+      DIR gets eval_results_strict.jsonl and eval_results_loose.jsonl, one line per response
+      row, written as google-research's evaluation_main writes them
+      (json.dumps(dataclasses.asdict(OutputExample))).
   tokens TEXTS OUT
       TEXTS has {"text": str} lines. OUT gets the NLTK pieces the checkers count, per text:
       {"text", "sentences": [...], "words": [...], "word_count": int} (Punkt sentences,
@@ -95,6 +99,28 @@ def verdicts(input_path, responses_path, out_path):
                 print(f"row {row}", file=sys.stderr)
 
 
+def outputs(input_path, responses_path, out_dir):
+    import dataclasses
+    utils = load_reference()
+    docs = read_jsonl(input_path)
+    by_key = {d["key"]: d for d in docs}
+    by_prompt = {d["prompt"]: d for d in docs}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "eval_results_strict.jsonl"), "w") as fs, \
+            open(os.path.join(out_dir, "eval_results_loose.jsonl"), "w") as fl:
+        for r in read_jsonl(responses_path):
+            doc = by_key[r["key"]] if "key" in r else by_prompt[r["prompt"]]
+            inp = utils.InputExample(
+                key=doc["key"],
+                instruction_id_list=doc["instruction_id_list"],
+                prompt=doc["prompt"],
+                kwargs=doc["kwargs"],
+            )
+            for f, test in [(fs, utils.test_instruction_following_strict),
+                            (fl, utils.test_instruction_following_loose)]:
+                f.write(json.dumps(dataclasses.asdict(test(inp, r["response"]))) + "\n")
+
+
 def tokens(texts_path, out_path):
     load_reference()
     import nltk
@@ -114,4 +140,4 @@ def tokens(texts_path, out_path):
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    {"verdicts": verdicts, "tokens": tokens}[command](*args)
+    {"verdicts": verdicts, "outputs": outputs, "tokens": tokens}[command](*args)

@@ -870,7 +870,7 @@ fn every_bad_input_fails_cleanly() {
                 ""
             };
         table.push_str(&format!(
-            "| {} | {} | `{}` | {} | `{}` |\n",
+            "| {} | {} | `{}` | {} | `` {} `` |\n",
             c.format,
             c.what,
             verb,

@@ -422,7 +422,13 @@ fn an_eval_killed_at_any_point_resumes_to_the_same_scores() {
     std::fs::write(&data, items.join("\n") + "\n").unwrap();
     let args = |out: Option<&Path>| {
         let mut a: Vec<String> = [
-            "eval", "gsm8k", s(&model), "--variant", "gsm8k_cot_zeroshot", "--data", s(&data),
+            "eval",
+            "gsm8k",
+            s(&model),
+            "--variant",
+            "gsm8k_cot_zeroshot",
+            "--data",
+            s(&data),
             "--json",
         ]
         .map(String::from)
@@ -458,9 +464,207 @@ fn an_eval_killed_at_any_point_resumes_to_the_same_scores() {
         let _ = child.kill();
         child.wait().unwrap();
     }
-    assert!(killed_running >= 2, "only {killed_running} kills landed mid-run");
-    let resumed = json_run(&args(Some(&out)).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        killed_running >= 2,
+        "only {killed_running} kills landed mid-run"
+    );
+    let resumed = json_run(
+        &args(Some(&out))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
     assert_eq!(resumed["metrics"], fresh["metrics"]);
     assert_eq!(resumed["items"], fresh["items"]);
     assert_eq!(lines(&out).len(), n);
+}
+
+#[test]
+fn ifeval_reference_output_files_are_byte_identical() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let out = pocket(&[
+        "eval",
+        "score",
+        "ifeval",
+        "--responses",
+        s(&sample("ifeval_responses.jsonl")),
+        "--data",
+        s(&sample("ifeval_input_data.jsonl")),
+        "--output-dir",
+        s(dir.path()),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // sha256 of the files google-research's evaluation_main writes for the same 4,869 rows
+    // (scripts/ifeval_reference.py outputs, lm-eval 0.4.13 modules, nltk 3.10.4, langdetect 1.0.9).
+    for (name, want) in [
+        (
+            "eval_results_strict.jsonl",
+            "b5211001d7861d9f0a74d9edccf2794e80b5693aa054259312158d8edfeb1195",
+        ),
+        (
+            "eval_results_loose.jsonl",
+            "fb0cf57d3afce3df0c48c60925995024d42320a0a7a77b59ed9b3285a56ba742",
+        ),
+    ] {
+        let bytes = std::fs::read(dir.path().join(name)).unwrap();
+        let got: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[test]
+fn gsm8k_responses_score_like_lm_eval() {
+    let dir = tempfile::tempdir().unwrap();
+    let completions: Vec<Value> = lines(&sample("gsm8k_completions.jsonl"))
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reference: std::collections::HashMap<u64, Value> =
+        lines(&sample("gsm8k_reference_verdicts.jsonl"))
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (v["id"].as_u64().unwrap(), v)
+            })
+            .collect();
+    let mut checked = 0;
+    for (variant, cli) in [
+        ("gsm8k", "gsm8k"),
+        ("gsm8k_cot", "gsm8k_cot"),
+        ("gsm8k_cot_zeroshot", "gsm8k_cot_zeroshot"),
+        ("gsm8k_cot_llama", "chat"),
+    ] {
+        let rows: Vec<&Value> = completions
+            .iter()
+            .filter(|c| c["variant"] == variant)
+            .collect();
+        let input = dir.path().join(format!("{variant}.jsonl"));
+        let text: String = rows
+            .iter()
+            .map(|c| {
+                serde_json::json!({"question": format!("q{}", c["id"]), "response": c["response"], "answer": c["answer"]})
+                    .to_string()
+                    + "\n"
+            })
+            .collect();
+        std::fs::write(&input, text).unwrap();
+        let output = dir.path().join(format!("{variant}.out.jsonl"));
+        let r = json_run(&[
+            "eval",
+            "score",
+            "gsm8k",
+            "--responses",
+            s(&input),
+            "--variant",
+            cli,
+            "--output",
+            s(&output),
+            "--json",
+        ]);
+        assert_eq!(r["n"], rows.len());
+        for (c, line) in rows.iter().zip(lines(&output)) {
+            let ours: Value = serde_json::from_str(&line).unwrap();
+            let want = &reference[&c["id"].as_u64().unwrap()];
+            assert_eq!(ours["strict"], want["strict"], "{variant} {}", c["id"]);
+            assert_eq!(ours["flexible"], want["flexible"], "{variant} {}", c["id"]);
+            assert_eq!(
+                ours["strict_match"],
+                want["strict_exact_match"] == 1.0,
+                "{variant} {}",
+                c["id"]
+            );
+            assert_eq!(
+                ours["flexible_extract"],
+                want["flexible_exact_match"] == 1.0,
+                "{variant} {}",
+                c["id"]
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2210);
+}
+
+#[test]
+fn drift_runs_both_builds_and_compares_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let q4 = dir.path().join("q4.pocket");
+    let out = pocket(&[
+        "export",
+        s(&tiny("qwen3-tiny")),
+        "-o",
+        s(&q4),
+        "--calib",
+        "none",
+    ]);
+    assert!(out.status.success());
+    let report = dir.path().join("drift.json");
+    let work = dir.path().join("runs");
+    let (base, ifd, gsd) = (
+        tiny("qwen3-tiny"),
+        sample("ifeval_input_data.jsonl"),
+        sample("gsm8k_sample.jsonl"),
+    );
+    let args = [
+        "eval",
+        "--model",
+        s(&base),
+        "--model",
+        s(&q4),
+        "--tasks",
+        "ifeval,gsm8k_cot_zeroshot",
+        "--ifeval-data",
+        s(&ifd),
+        "--gsm8k-data",
+        s(&gsd),
+        "--limit",
+        "3",
+        "--work",
+        s(&work),
+        "--json",
+        s(&report),
+    ];
+    let out = pocket(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("prompt_level_strict_acc") && text.contains("flexible_extract"),
+        "{text}"
+    );
+    let all: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let tasks = all["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    for t in tasks {
+        assert_eq!(t["runs"][0]["n"], 3);
+        assert_eq!(t["runs"][1]["n"], 3);
+        assert_eq!(t["runs"][0]["items"].as_array().unwrap().len(), 3);
+        assert_eq!(t["comparison"]["paired_items"], 3);
+    }
+    // Run again: every item comes back from the logs under --work.
+    let again = pocket(&args);
+    assert!(again.status.success());
+    let all2: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(all2["tasks"][0]["runs"][1]["details"]["resumed"], 3);
+    assert_eq!(
+        all2["tasks"][0]["comparison"],
+        all["tasks"][0]["comparison"]
+    );
+    // Without two models it is a usage error.
+    assert_eq!(
+        pocket(&["eval", "--tasks", "ifeval"]).status.code(),
+        Some(2)
+    );
 }

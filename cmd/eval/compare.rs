@@ -6,6 +6,7 @@ use super::{model_name, print_metrics, report};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use pocket_evals::compare::{compare, read_run, Comparison, MetricComparison, BOOTSTRAP_RESAMPLES};
+use pocket_evals::gsm8k::Variant;
 use pocket_evals::ifeval;
 use pocket_evals::results::ItemScores;
 use serde_json::json;
@@ -35,8 +36,30 @@ pub struct CompareArgs {
 #[derive(Subcommand)]
 pub enum ScoreTask {
     /// Score IFEval responses: one {"key": int | "prompt": str, "response": str} per line (an
-    /// `eval ifeval --out` file is one)
+    /// `eval ifeval --out` file is one; so is the reference's input_response_data)
     Ifeval(ScoreIfevalArgs),
+    /// Score GSM8K responses: one {"question": str, "response": str} per line (an
+    /// `eval gsm8k --out` file is one); prints or writes each extracted answer and verdict
+    Gsm8k(ScoreGsm8kArgs),
+}
+
+#[derive(Args)]
+pub struct ScoreGsm8kArgs {
+    /// The responses file
+    #[arg(long)]
+    pub responses: PathBuf,
+    /// GSM8K test.jsonl (gold answers, matched by question; a row may carry its own "answer")
+    #[arg(long, default_value = "data/gsm8k/test.jsonl")]
+    pub data: PathBuf,
+    /// Which task's filters: gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat
+    #[arg(long, default_value = "gsm8k", value_parser = |s: &str| Variant::parse(s).ok_or(format!("unknown variant `{s}`")))]
+    pub variant: Variant,
+    /// Write one line per response (question, response, target, extracted answers, verdicts)
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print one JSON report (readable by `eval compare`) instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -50,10 +73,21 @@ pub struct ScoreIfevalArgs {
     /// Print one JSON report (readable by `eval compare`) instead of text
     #[arg(long)]
     pub json: bool,
+    /// Also write the reference implementation's own output files into DIR:
+    /// eval_results_strict.jsonl and eval_results_loose.jsonl (one line per response, in the
+    /// responses' order, byte-identical to google-research's evaluation_main for the same rows)
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
 }
 
 pub fn score(task: ScoreTask) -> Result<ExitCode> {
-    let ScoreTask::Ifeval(a) = task;
+    let a = match task {
+        ScoreTask::Ifeval(a) => a,
+        ScoreTask::Gsm8k(a) => return score_gsm8k(a),
+    };
+    if let Some(dir) = &a.output_dir {
+        write_reference_outputs(&a, dir)?;
+    }
     let scored = ifeval::score_file(&a.data, &a.responses)?;
     let items: Vec<ItemScores> = scored
         .verdicts
@@ -207,4 +241,122 @@ fn list(what: &str, m: &MetricComparison, ids: &[String], total: usize) {
         String::new()
     };
     println!("  {} {what} ({total}): {}{more}", m.metric, ids.join(" "));
+}
+
+/// google-research `instruction_following_eval`'s output files for the given responses.
+fn write_reference_outputs(a: &ScoreIfevalArgs, dir: &std::path::Path) -> Result<()> {
+    let items = ifeval::load_inputs(&a.data)?;
+    let rows = ifeval::load_responses(&a.responses)?;
+    let by_key: std::collections::HashMap<i64, &ifeval::IfevalItem> =
+        items.iter().map(|it| (it.key, it)).collect();
+    let by_prompt: std::collections::HashMap<&str, &ifeval::IfevalItem> =
+        items.iter().map(|it| (it.prompt.as_str(), it)).collect();
+    let (mut strict, mut loose) = (String::new(), String::new());
+    for (i, r) in rows.iter().enumerate() {
+        let item = match (&r.key, &r.prompt) {
+            (Some(k), _) => by_key.get(k).copied(),
+            (None, Some(p)) => by_prompt.get(p.as_str()).copied(),
+            (None, None) => None,
+        }
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}:{}: no IFEval item with that key or prompt",
+                a.responses.display(),
+                i + 1
+            )
+        })?;
+        let v = ifeval::score_response(item, &r.response);
+        for (out, follows) in [(&mut strict, &v.strict), (&mut loose, &v.loose)] {
+            let line = json!({
+                "instruction_id_list": item.instruction_ids,
+                "prompt": item.prompt,
+                "response": r.response,
+                "follow_all_instructions": follows.iter().all(|&b| b),
+                "follow_instruction_list": follows,
+            });
+            out.push_str(&pocket_evals::pyjson::dumps(&line));
+            out.push('\n');
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    pocket_formats::atomic::write_atomic(
+        &dir.join("eval_results_strict.jsonl"),
+        strict.as_bytes(),
+    )?;
+    pocket_formats::atomic::write_atomic(&dir.join("eval_results_loose.jsonl"), loose.as_bytes())?;
+    Ok(())
+}
+
+fn score_gsm8k(a: ScoreGsm8kArgs) -> Result<ExitCode> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        question: String,
+        response: String,
+        answer: Option<String>,
+    }
+    let task = pocket_evals::gsm8k::Task::get(a.variant)?;
+    let gold: std::collections::HashMap<String, String> = if a.data.exists() {
+        pocket_evals::gsm8k::load_problems(&a.data)?
+            .into_iter()
+            .map(|p| (p.question, p.answer))
+            .collect()
+    } else {
+        Default::default()
+    };
+    let text = std::fs::read_to_string(&a.responses)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.responses.display()))?;
+    let mut lines = String::new();
+    let mut items = Vec::new();
+    for (i, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let row: Row = serde_json::from_str(l)
+            .map_err(|e| anyhow::anyhow!("{}:{}: {e}", a.responses.display(), i + 1))?;
+        let answer = row
+            .answer
+            .clone()
+            .or_else(|| gold.get(&row.question).cloned())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                "{}:{}: no gold answer: the question is not in {} and the row has no \"answer\"",
+                a.responses.display(),
+                i + 1,
+                a.data.display()
+            )
+            })?;
+        let v = task.score(&row.response, &answer);
+        let id = json!(items.len());
+        lines.push_str(&serde_json::to_string(&json!({
+            "id": id,
+            "question": row.question,
+            "response": row.response,
+            "target": task.doc_to_target(&answer),
+            "strict": v.strict,
+            "flexible": v.flexible,
+            "strict_match": v.strict_match,
+            "flexible_extract": v.flexible_extract,
+        }))?);
+        lines.push('\n');
+        items.push(v.item_scores(id));
+    }
+    if let Some(out) = &a.output {
+        pocket_formats::atomic::write_atomic(out, lines.as_bytes())?;
+    }
+    let name = model_name(&a.responses);
+    let details = json!({"responses": a.responses, "variant": a.variant.name()});
+    let r = report(task.lm_eval_name(), &name, items, details)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "{}: {} responses in {}",
+            task.lm_eval_name(),
+            r.n,
+            a.responses.display()
+        );
+        print_metrics(&r, &["strict_match", "flexible_extract"]);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,7 @@ use pocket::loader::LoadedModel;
 use pocket_evals::gsm8k::{self, Exemplar, Task, Variant};
 use pocket_evals::ifeval::{self, IfevalItem, ItemVerdict};
 use pocket_evals::results::ItemScores;
+use pocket_evals::results::RunReport;
 use pocket_evals::{ChatMessage, GenRequest, Prompt, TextGenerator};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
@@ -136,8 +137,51 @@ fn run_items(
     Ok(out)
 }
 
+/// A finished task run: its report and what a terminal user is shown.
+pub struct Done {
+    pub report: RunReport,
+    pub header: String,
+    pub order: &'static [&'static str],
+    pub speed: Option<String>,
+}
+
+impl Done {
+    pub fn print(&self, json: bool) -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string(&self.report)?);
+        } else {
+            println!("{}", self.header);
+            print_metrics(&self.report, self.order);
+            if let Some(s) = &self.speed {
+                println!("{s}");
+            }
+        }
+        Ok(())
+    }
+}
+
+pub const IFEVAL_METRICS: &[&str] = &[
+    "prompt_level_strict_acc",
+    "inst_level_strict_acc",
+    "prompt_level_loose_acc",
+    "inst_level_loose_acc",
+];
+pub const GSM8K_METRICS: &[&str] = &["strict_match", "flexible_extract"];
+
 pub fn ifeval(a: IfevalArgs) -> Result<ExitCode> {
     a.run.start_threads()?;
+    ifeval_run(&a)?.print(a.run.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
+    a.run.start_threads()?;
+    gsm8k_run(&a)?.print(a.run.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs IFEval (threads already set).
+pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
     check_data(&a.data)?;
     let items = a.run.limit(ifeval::load_inputs(&a.data)?);
     let (m, ctx) = open_model(&a.model, &a.run, !a.raw)?;
@@ -189,39 +233,30 @@ pub fn ifeval(a: IfevalArgs) -> Result<ExitCode> {
         "per_instruction": table.per_instruction,
     });
     let r = report("ifeval", &model, scored, details)?;
-    if a.run.json {
-        println!("{}", serde_json::to_string(&r)?);
-    } else {
-        println!(
-            "ifeval on {model}: {} prompts ({}greedy, max {IFEVAL_MAX_GEN_TOKS} tokens){}",
-            r.n,
-            if a.raw {
-                "plain prompts, "
-            } else {
-                "chat template, "
-            },
-            resumed_note(&resume, &a.run)
-        );
-        print_metrics(
-            &r,
-            &[
-                "prompt_level_strict_acc",
-                "inst_level_strict_acc",
-                "prompt_level_loose_acc",
-                "inst_level_loose_acc",
-            ],
-        );
-        print_speed(&engine, start);
-    }
-    Ok(ExitCode::SUCCESS)
+    let header = format!(
+        "ifeval on {model}: {} prompts ({}greedy, max {IFEVAL_MAX_GEN_TOKS} tokens){}",
+        r.n,
+        if a.raw {
+            "plain prompts, "
+        } else {
+            "chat template, "
+        },
+        resumed_note(&resume, &a.run)
+    );
+    Ok(Done {
+        report: r,
+        header,
+        order: IFEVAL_METRICS,
+        speed: speed(&engine, start),
+    })
 }
 
-pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
-    a.run.start_threads()?;
+/// Runs one GSM8K variant (threads already set).
+pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
     let task = Task::get(a.variant)?;
     check_data(&a.data)?;
     let problems = a.run.limit(gsm8k::load_problems(&a.data)?);
-    let (exemplars, fewshot_source) = gsm8k_exemplars(&a, task)?;
+    let (exemplars, fewshot_source) = gsm8k_exemplars(a, task)?;
     let (m, ctx) = open_model(&a.model, &a.run, a.variant == Variant::Chat)?;
     let model = model_name(&a.model);
     let name = task.lm_eval_name().to_string();
@@ -263,25 +298,24 @@ pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
         "seconds": start.elapsed().as_secs_f64(),
     });
     let r = report(&name, &model, scored, details)?;
-    if a.run.json {
-        println!("{}", serde_json::to_string(&r)?);
-    } else {
-        println!(
-            "{name} on {model}: {} problems ({}-shot{}, greedy, max {} tokens){}",
-            r.n,
-            task.num_fewshot(),
-            if a.variant == Variant::Chat {
-                " as chat turns"
-            } else {
-                ""
-            },
-            task.max_gen_toks(),
-            resumed_note(&resume, &a.run)
-        );
-        print_metrics(&r, &["strict_match", "flexible_extract"]);
-        print_speed(&engine, start);
-    }
-    Ok(ExitCode::SUCCESS)
+    let header = format!(
+        "{name} on {model}: {} problems ({}-shot{}, greedy, max {} tokens){}",
+        r.n,
+        task.num_fewshot(),
+        if a.variant == Variant::Chat {
+            " as chat turns"
+        } else {
+            ""
+        },
+        task.max_gen_toks(),
+        resumed_note(&resume, &a.run)
+    );
+    Ok(Done {
+        report: r,
+        header,
+        order: GSM8K_METRICS,
+        speed: speed(&engine, start),
+    })
 }
 
 /// The exemplars of a run and how they are named in its log: `--fewshot`'s first rows, or
@@ -315,15 +349,15 @@ fn resumed_note(resume: &Resume, run: &RunOpts) -> String {
     }
 }
 
-fn print_speed(engine: &Engine, start: Instant) {
-    if engine.generated_tokens > 0 {
-        println!(
+fn speed(engine: &Engine, start: Instant) -> Option<String> {
+    (engine.generated_tokens > 0).then(|| {
+        format!(
             "generated {} tokens in {:.0} s ({:.1} tok/s including prompts)",
             engine.generated_tokens,
             start.elapsed().as_secs_f64(),
             engine.generated_tokens as f64 / engine.decode_seconds.max(1e-9)
-        );
-    }
+        )
+    })
 }
 
 /// A missing default data file is the usual first-run error: say where it comes from.

@@ -12,6 +12,7 @@ pub mod gsm8k;
 pub mod ifeval;
 pub mod mc;
 pub mod ppl;
+pub mod pyjson;
 pub mod results;
 pub mod runlog;
 pub mod stats;

@@ -1,0 +1,179 @@
+//! `pocket eval --model A --model B --tasks ifeval,gsm8k_cot`: both builds on the same items,
+//! then one table of each metric, B − A, its paired bootstrap interval and McNemar's p. Each
+//! run keeps a results log under `--work`, so an interrupted drift run resumes where it stopped.
+
+use super::generation::{gsm8k_run, ifeval_run, Done, Gsm8kArgs, IfevalArgs};
+use super::{model_name, RunOpts};
+use anyhow::{bail, Result};
+use clap::Args;
+use pocket_evals::compare::{compare, Comparison, RunFile};
+use pocket_evals::gsm8k::Variant;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct DriftArgs {
+    /// A build to evaluate; give two (the first is the baseline), e.g. --model HF_DIR --model
+    /// model-q4.pocket
+    #[arg(long = "model", value_name = "MODEL")]
+    pub models: Vec<PathBuf>,
+    /// Tasks, comma-separated: ifeval, gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat
+    #[arg(long, value_delimiter = ',', value_name = "TASKS")]
+    pub tasks: Vec<String>,
+    /// IFEval's input_data.jsonl
+    #[arg(long, default_value = "data/ifeval/input_data.jsonl")]
+    pub ifeval_data: PathBuf,
+    /// GSM8K test.jsonl
+    #[arg(long, default_value = "data/gsm8k/test.jsonl")]
+    pub gsm8k_data: PathBuf,
+    /// Directory for each run's results log (runs resume from them)
+    #[arg(long, default_value = "eval-runs")]
+    pub work: PathBuf,
+    /// Also write everything (both reports with per-item results, the comparisons) to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Evaluate only the first N items of each task
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Context length in tokens (default: the model's maximum)
+    #[arg(long)]
+    pub ctx: Option<usize>,
+    /// Worker threads (default: all cores)
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+}
+
+fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
+    let file = format!(
+        "{task}.{}.{}.jsonl",
+        i + 1,
+        model_name(model).replace(
+            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.',
+            "_"
+        )
+    );
+    let run = RunOpts {
+        limit: a.limit,
+        out: Some(a.work.join(file)),
+        json: false,
+        ctx: a.ctx,
+        threads: None,
+    };
+    if task == "ifeval" {
+        return ifeval_run(&IfevalArgs {
+            model: model.to_path_buf(),
+            data: a.ifeval_data.clone(),
+            raw: false,
+            run,
+        });
+    }
+    let Some(variant) = Variant::parse(task) else {
+        let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
+        bail!(
+            "--tasks: unknown task `{task}` (ifeval, {})",
+            names.join(", ")
+        );
+    };
+    gsm8k_run(&Gsm8kArgs {
+        model: model.to_path_buf(),
+        variant,
+        data: a.gsm8k_data.clone(),
+        fewshot: None,
+        run,
+    })
+}
+
+pub fn main(a: DriftArgs) -> Result<ExitCode> {
+    if a.models.len() != 2 || a.tasks.is_empty() {
+        eprintln!("error: pocket eval without a subcommand compares two builds: --model A --model B --tasks ifeval,gsm8k_cot (see `pocket eval --help`)");
+        return Ok(ExitCode::from(2));
+    }
+    for t in &a.tasks {
+        if t != "ifeval" && Variant::parse(t).is_none() {
+            bail!("--tasks: unknown task `{t}`");
+        }
+    }
+    if let Some(n) = a.threads {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global()?;
+    }
+    std::fs::create_dir_all(&a.work).map_err(|e| anyhow::anyhow!("{}: {e}", a.work.display()))?;
+    let mut rows = Vec::new();
+    for task in &a.tasks {
+        let mut done = Vec::new();
+        for (i, m) in a.models.iter().enumerate() {
+            eprintln!(
+                "{task}: {} ({})",
+                m.display(),
+                if i == 0 { "A" } else { "B" }
+            );
+            done.push(run_one(&a, task, i, m)?);
+        }
+        let files: Vec<RunFile> = done
+            .iter()
+            .zip(&a.models)
+            .map(|(d, m)| RunFile {
+                path: m.clone(),
+                task: d.report.task.clone(),
+                model: d.report.model.clone(),
+                items: d.report.items.clone(),
+            })
+            .collect();
+        let c = compare(&files[0], &files[1])?;
+        rows.push((done, c));
+    }
+    print_table(&a, &rows);
+    if let Some(path) = &a.json {
+        let tasks: Vec<_> = rows
+            .iter()
+            .map(|(done, c)| {
+                json!({
+                    "task": c.task,
+                    "runs": [&done[0].report, &done[1].report],
+                    "comparison": c,
+                })
+            })
+            .collect();
+        let all = json!({"models": a.models, "limit": a.limit, "tasks": tasks});
+        pocket_formats::atomic::write_atomic(path, serde_json::to_string_pretty(&all)?.as_bytes())?;
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(a: &DriftArgs, rows: &[(Vec<Done>, Comparison)]) {
+    println!(
+        "A = {} (baseline), B = {}",
+        a.models[0].display(),
+        a.models[1].display()
+    );
+    println!(
+        "{:<20} {:<26} {:>6} {:>8} {:>8} {:>7}  {:<17} {:>9}",
+        "task", "metric", "n", "A", "B", "B−A", "95% CI of B−A", "McNemar p"
+    );
+    for (done, c) in rows {
+        for name in done[0].order {
+            let Some(m) = c.metrics.iter().find(|m| m.metric == *name) else {
+                continue;
+            };
+            let ci = m
+                .ci95
+                .map(|(lo, hi)| format!("[{:+.2}, {:+.2}]", 100.0 * lo, 100.0 * hi))
+                .unwrap_or_else(|| "–".into());
+            println!(
+                "{:<20} {:<26} {:>6} {:>8.2} {:>8.2} {:>+7.2}  {:<17} {:>9.3}",
+                c.task,
+                m.metric,
+                m.units,
+                100.0 * m.a,
+                100.0 * m.b,
+                100.0 * m.diff,
+                ci,
+                m.mcnemar_p
+            );
+        }
+    }
+    println!("(scores in points; a difference whose interval contains 0 is within noise for this many items)");
+}
