@@ -103,6 +103,10 @@ pub struct RunOpts {
     /// Worker threads (default: all cores)
     #[arg(short, long)]
     pub threads: Option<usize>,
+    /// Generation tasks: answers decoded together per step (1: one at a time). Batched answers
+    /// equal single ones up to the summation order of the batched kernels
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub batch: usize,
 }
 
 impl RunOpts {

@@ -8,7 +8,7 @@ use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
 
 /// Prompt tokens run per batch: bounds the activations' memory at long prompts.
-const PREFILL_CHUNK: usize = 256;
+pub const PREFILL_CHUNK: usize = 256;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -252,7 +252,7 @@ impl<'s> StopStrings<'s> {
 }
 
 /// Byte offset of the earliest stop string in `text` (empty stop strings never match).
-fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
+pub fn first_stop(text: &str, stops: &[String]) -> Option<usize> {
     stops
         .iter()
         .filter(|s| !s.is_empty())

@@ -8,6 +8,7 @@
 
 pub mod alloc_guard;
 pub mod attention;
+pub mod batch;
 pub mod calibrate;
 pub mod chat;
 pub mod chat_template;

@@ -395,6 +395,103 @@ impl Model {
         })
     }
 
+    /// One token for each of several independent sequences (batched decoding): `tokens[b]` runs
+    /// at the next position of `states[b]`. Every weight row is decoded once for the whole
+    /// batch, as in prefill; attention reads each sequence's own cache. Returns
+    /// `states.len() × vocab` logits. Same math as [`Model::step`] per sequence, up to the
+    /// summation order of the batched kernels.
+    pub fn step_many(&self, states: &mut [&mut State], tokens: &[u32]) -> Result<Vec<f32>, Error> {
+        let s = &self.spec;
+        let (n, h, d) = (tokens.len(), s.hidden_size, s.head_dim);
+        if states.len() != n || n == 0 {
+            return Err(Error::Invalid(format!(
+                "step_many: {} states for {n} tokens",
+                states.len()
+            )));
+        }
+        for (st, &t) in states.iter().zip(tokens) {
+            if st.cache.len() >= st.cache.capacity() {
+                return Err(Error::Invalid(format!(
+                    "context is full ({} positions)",
+                    st.cache.capacity()
+                )));
+            }
+            if t as usize >= s.vocab_size {
+                return Err(Error::Invalid(format!(
+                    "token id {t} is outside the vocabulary ({})",
+                    s.vocab_size
+                )));
+            }
+        }
+        let eps = s.rms_norm_eps as f32;
+        let positions: Vec<usize> = states.iter().map(|st| st.cache.len()).collect();
+        let mut x = vec![0.0f32; n * h];
+        for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
+            self.embed_tokens.row(t as usize, row);
+        }
+        let norm_rows = |x: &[f32], w: &[f32]| -> Vec<f32> {
+            let mut out = vec![0.0; x.len()];
+            for (o, r) in out.chunks_exact_mut(w.len()).zip(x.chunks_exact(w.len())) {
+                rms_norm(r, w, eps, o);
+            }
+            out
+        };
+        let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
+        for (li, layer) in self.layers.iter().enumerate() {
+            let xn = norm_rows(&x, &layer.input_norm);
+            let mut q = layer.q_proj.forward_batch(&xn, n);
+            let mut k = layer.k_proj.forward_batch(&xn, n);
+            let v = layer.v_proj.forward_batch(&xn, n);
+            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+                q.chunks_exact_mut(d)
+                    .for_each(|hd| rms_norm_in_place(hd, qn, eps));
+                k.chunks_exact_mut(d)
+                    .for_each(|hd| rms_norm_in_place(hd, kn, eps));
+            }
+            for (b, st) in states.iter_mut().enumerate() {
+                self.rope
+                    .apply(&mut q[b * q_row..(b + 1) * q_row], d, positions[b]);
+                self.rope
+                    .apply(&mut k[b * kv_row..(b + 1) * kv_row], d, positions[b]);
+                st.cache.push(
+                    li,
+                    &k[b * kv_row..(b + 1) * kv_row],
+                    &v[b * kv_row..(b + 1) * kv_row],
+                );
+            }
+            let mut attn = vec![0.0f32; n * q_row];
+            attn.par_chunks_mut(q_row)
+                .zip(states.par_iter_mut())
+                .enumerate()
+                .for_each(|(b, (out, st))| {
+                    let (keys, values) = st.cache.layer(li);
+                    attend(
+                        s,
+                        &q[b * q_row..(b + 1) * q_row],
+                        keys,
+                        values,
+                        positions[b] + 1,
+                        out,
+                        &mut st.scores,
+                        false,
+                    )
+                });
+            let o = layer.o_proj.forward_batch(&attn, n);
+            add_in_place(&mut x, &o);
+            let xn = norm_rows(&x, &layer.post_attention_norm);
+            let mut gate = layer.gate_proj.forward_batch(&xn, n);
+            let up = layer.up_proj.forward_batch(&xn, n);
+            silu_mul(&mut gate, &up);
+            let down = layer.down_proj.forward_batch(&gate, n);
+            add_in_place(&mut x, &down);
+        }
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        let xn = norm_rows(&x, &self.norm);
+        let mut out = vec![0.0; n * s.vocab_size];
+        head.matmul(&xn, n, &mut out);
+        Ok(out)
+    }
+
     /// Causal attention of the current query over `n` cached positions; each query head reads
     /// the KV head its group shares (GQA).
     fn attention(&self, state: &mut State, layer: usize, n: usize) {

@@ -668,3 +668,35 @@ fn drift_runs_both_builds_and_compares_them() {
         Some(2)
     );
 }
+
+#[test]
+fn batched_and_single_stream_eval_runs_log_the_same_responses() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = sample("ifeval_input_data.jsonl");
+    let model = tiny("qwen2-tiny");
+    let mut logs = Vec::new();
+    for batch in ["1", "4"] {
+        let out = dir.path().join(format!("b{batch}.jsonl"));
+        json_run(&[
+            "eval",
+            "ifeval",
+            s(&model),
+            "--data",
+            s(&data),
+            "--limit",
+            "7",
+            "--batch",
+            batch,
+            "--out",
+            s(&out),
+            "--json",
+        ]);
+        let responses: Vec<Value> = lines(&out)
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["response"].clone())
+            .collect();
+        logs.push(responses);
+    }
+    assert_eq!(logs[0].len(), 7);
+    assert_eq!(logs[0], logs[1]);
+}

@@ -42,6 +42,9 @@ pub struct DriftArgs {
     /// Worker threads (default: all cores)
     #[arg(short, long)]
     pub threads: Option<usize>,
+    /// Answers decoded together per step (1: one at a time)
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
 }
 
 fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
@@ -59,6 +62,7 @@ fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
         json: false,
         ctx: a.ctx,
         threads: None,
+        batch: a.batch,
     };
     if task == "ifeval" {
         return ifeval_run(&IfevalArgs {

@@ -2,6 +2,7 @@
 //! ([`LogitModel`]), the harness's tokenization ([`Tokenize`]) and greedy generation until stop
 //! strings ([`TextGenerator`]). Built on pocket's public API only.
 
+use pocket::batch::{generate_text_batch, BatchItem};
 use pocket::chat_template::Message;
 use pocket::generate::{generate_text, Control, StopAt};
 use pocket::loader::LoadedModel;
@@ -12,6 +13,9 @@ use pocket_evals::{GenRequest, LogitModel, Prompt, TextGenerator, Tokenize};
 pub struct Engine<'m> {
     pub m: &'m LoadedModel,
     pub state: State,
+    /// One state per sequence of a generation batch (made on first use).
+    slots: Vec<State>,
+    ctx: usize,
     /// Generated tokens and decode time, summed over requests.
     pub generated_tokens: usize,
     pub decode_seconds: f64,
@@ -23,6 +27,8 @@ impl<'m> Engine<'m> {
         Engine {
             m,
             state: m.model.new_state(ctx),
+            slots: Vec::new(),
+            ctx,
             generated_tokens: 0,
             decode_seconds: 0.0,
         }
@@ -72,8 +78,10 @@ impl LogitModel for Engine<'_> {
     }
 }
 
-impl TextGenerator for Engine<'_> {
-    fn generate(&mut self, request: &GenRequest) -> Result<String, String> {
+impl Engine<'_> {
+    /// The prompt's token ids as the harness builds them: chat template, tokenization, and
+    /// only the last (context − max_gen_toks) tokens kept.
+    fn prompt_ids(&self, request: &GenRequest) -> Result<Vec<u32>, String> {
         let text = match &request.prompt {
             Prompt::Text(t) => t.clone(),
             Prompt::Chat(messages) => {
@@ -96,6 +104,47 @@ impl TextGenerator for Engine<'_> {
         if ids.is_empty() {
             return Err("the prompt has no tokens".into());
         }
+        Ok(ids)
+    }
+
+    /// Greedy answers to several requests decoded together (see `pocket::batch`): the same
+    /// answers as one at a time, with every weight row decoded once per step for all of them.
+    pub fn generate_batch(&mut self, requests: &[&GenRequest]) -> Result<Vec<String>, String> {
+        let mut items = Vec::with_capacity(requests.len());
+        for r in requests {
+            items.push(BatchItem {
+                prompt: self.prompt_ids(r)?,
+                stop: StopAt {
+                    ids: &self.m.stop_ids,
+                    strings: &r.until,
+                    max_tokens: r.max_gen_toks,
+                },
+            });
+        }
+        while self.slots.len() < items.len() {
+            self.slots.push(self.m.model.new_state(self.ctx));
+        }
+        let mut samplers: Vec<Sampler> = (0..items.len())
+            .map(|_| Sampler::new(SamplerConfig::default()))
+            .collect();
+        let start = std::time::Instant::now();
+        let out = generate_text_batch(
+            &self.m.model,
+            &self.m.tokenizer,
+            &mut self.slots,
+            &mut samplers,
+            &items,
+        )
+        .map_err(|e| e.to_string())?;
+        self.decode_seconds += start.elapsed().as_secs_f64();
+        self.generated_tokens += out.iter().map(|g| g.generation.tokens.len()).sum::<usize>();
+        Ok(out.into_iter().map(|g| g.text).collect())
+    }
+}
+
+impl TextGenerator for Engine<'_> {
+    fn generate(&mut self, request: &GenRequest) -> Result<String, String> {
+        let ids = self.prompt_ids(request)?;
         self.state.cache.clear();
         let mut sampler = Sampler::new(SamplerConfig::default());
         let stop = StopAt {

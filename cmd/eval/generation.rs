@@ -91,6 +91,7 @@ fn run_items(
     engine: &mut Engine,
     resume: &mut Resume,
     items: &[GenItem],
+    batch: usize,
     hidden: bool,
     headline: &str,
     mut score: impl FnMut(usize, &str) -> (ItemScores, Map<String, Value>),
@@ -98,40 +99,63 @@ fn run_items(
     let bar = progress(items.len(), "items", hidden);
     let mut out = Vec::with_capacity(items.len());
     let mut right = 0usize;
-    for (i, item) in items.iter().enumerate() {
-        let (response, fresh) = match resume.finished(&item.id, &item.fields)? {
-            Some(rec) => match rec.get("response").and_then(Value::as_str) {
-                Some(r) => (r.to_string(), false),
-                None => bail!("--out: item {} was logged without a response", item.id),
-            },
-            None => {
-                let r = engine
-                    .generate(&item.request)
-                    .map_err(|e| anyhow!("item {}: {e}", item.id))?;
-                (r, true)
+    let batch = batch.max(1);
+    for start in (0..items.len()).step_by(batch) {
+        let window = &items[start..(start + batch).min(items.len())];
+        // Finished items come back from the log; the rest are generated together.
+        let mut responses: Vec<Option<(String, bool)>> = Vec::with_capacity(window.len());
+        for item in window {
+            responses.push(match resume.finished(&item.id, &item.fields)? {
+                Some(rec) => match rec.get("response").and_then(Value::as_str) {
+                    Some(r) => Some((r.to_string(), false)),
+                    None => bail!("--out: item {} was logged without a response", item.id),
+                },
+                None => None,
+            });
+        }
+        let todo: Vec<usize> = (0..window.len())
+            .filter(|&j| responses[j].is_none())
+            .collect();
+        let generated = match todo.len() {
+            0 => Vec::new(),
+            1 => vec![engine
+                .generate(&window[todo[0]].request)
+                .map_err(|e| anyhow!("item {}: {e}", window[todo[0]].id))?],
+            _ => {
+                let reqs: Vec<&GenRequest> = todo.iter().map(|&j| &window[j].request).collect();
+                engine.generate_batch(&reqs).map_err(|e| {
+                    let ids: Vec<String> = todo.iter().map(|&j| window[j].id.to_string()).collect();
+                    anyhow!("items {}: {e}", ids.join(", "))
+                })?
             }
         };
-        let (scores, extra) = score(i, &response);
-        if fresh {
-            let mut result = Map::new();
-            result.insert("response".into(), Value::from(response));
-            result.extend(extra);
-            result.insert("scores".into(), json!(scores.scores));
-            resume.append(&item.id, &item.fields, result)?;
+        for (&j, r) in todo.iter().zip(generated) {
+            responses[j] = Some((r, true));
         }
-        right += usize::from(
-            scores
-                .scores
-                .get(headline)
-                .and_then(pocket_evals::results::units)
-                .is_some_and(|u| u.iter().all(|&b| b)),
-        );
-        bar.set_message(format!(
-            "{headline} {:.1}%",
-            100.0 * right as f64 / (i + 1) as f64
-        ));
-        bar.inc(1);
-        out.push(scores);
+        for (j, item) in window.iter().enumerate() {
+            let (response, fresh) = responses[j].take().expect("every item has a response");
+            let (scores, extra) = score(start + j, &response);
+            if fresh {
+                let mut result = Map::new();
+                result.insert("response".into(), Value::from(response));
+                result.extend(extra);
+                result.insert("scores".into(), json!(scores.scores));
+                resume.append(&item.id, &item.fields, result)?;
+            }
+            right += usize::from(
+                scores
+                    .scores
+                    .get(headline)
+                    .and_then(pocket_evals::results::units)
+                    .is_some_and(|u| u.iter().all(|&b| b)),
+            );
+            bar.set_message(format!(
+                "{headline} {:.1}%",
+                100.0 * right as f64 / (start + j + 1) as f64
+            ));
+            bar.inc(1);
+            out.push(scores);
+        }
     }
     bar.finish_and_clear();
     Ok(out)
@@ -211,6 +235,7 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
         &mut engine,
         &mut resume,
         &requests,
+        a.run.batch,
         a.run.json,
         "prompt_level_strict_acc",
         |i, response| {
@@ -277,6 +302,7 @@ pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
         &mut engine,
         &mut resume,
         &requests,
+        a.run.batch,
         a.run.json,
         "flexible_extract",
         |i, response| {
