@@ -8,7 +8,7 @@ use crate::generate::{
     first_stop, FinishReason, Generation, StopAt, StopStrings, TextGeneration, PREFILL_CHUNK,
 };
 use crate::model::{Logits, Model, State};
-use crate::sampler::Sampler;
+use crate::sampler::{Sampler, SamplerConfig};
 use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
 use std::time::Instant;
@@ -21,15 +21,18 @@ pub struct BatchItem<'a> {
 
 struct Live<'t, 's> {
     next: u32,
+    /// `next` has not been taken into the answer yet.
+    pending: bool,
     tokens: Vec<u32>,
     stream: TextStream<'t>,
     scan: StopStrings<'s>,
     finish: Option<FinishReason>,
     prefill: std::time::Duration,
+    decode: std::time::Duration,
 }
 
 /// Generates every item's answer; `states[i]` and `samplers[i]` serve `items[i]` (their caches
-/// are cleared first).
+/// are cleared first). Answers come back in item order.
 pub fn generate_text_batch<'t, 's>(
     model: &Model,
     tokenizer: &'t TextTokenizer,
@@ -42,114 +45,184 @@ pub fn generate_text_batch<'t, 's>(
             "generate_text_batch: fewer states than items".into(),
         ));
     }
-    let mut live: Vec<Live<'t, 's>> = Vec::with_capacity(items.len());
-    for ((item, state), sampler) in items.iter().zip(states.iter_mut()).zip(samplers.iter_mut()) {
-        state.cache.clear();
-        let p = &item.prompt;
-        if p.is_empty() {
-            return Err(Error::Invalid("the prompt has no tokens".into()));
-        }
-        if p.len() > state.cache.capacity() {
-            return Err(Error::Invalid(format!(
-                "the prompt needs {} positions but only {} are free",
-                p.len(),
-                state.cache.capacity()
-            )));
-        }
-        let start = Instant::now();
-        p.iter().for_each(|&id| sampler.accept(id));
-        let mut next = 0;
-        for (i, chunk) in p.chunks(PREFILL_CHUNK).enumerate() {
-            let last = (i + 1) * PREFILL_CHUNK >= p.len();
-            let logits = model.forward_batch(
-                state,
-                chunk,
-                if last { Logits::Last } else { Logits::None },
-            )?;
-            if last {
-                next = sampler.sample(&logits);
+    let mut out: Vec<Option<TextGeneration>> = (0..items.len()).map(|_| None).collect();
+    // One slot per item: slot i takes item i (slots fill in order), with sampler i.
+    let mut k = 0;
+    generate_text_queue(
+        model,
+        tokenizer,
+        &mut states[..items.len()],
+        || {
+            let s = std::mem::replace(&mut samplers[k], Sampler::new(SamplerConfig::default()));
+            k += 1;
+            s
+        },
+        items,
+        |i, g| {
+            out[i] = Some(g);
+            Ok(())
+        },
+    )?;
+    Ok(out
+        .into_iter()
+        .map(|g| g.expect("every item finished"))
+        .collect())
+}
+
+/// Continuous batching: `states.len()` sequences run at once; when one answer ends, the next
+/// item takes its slot at the following step, so long answers never leave the batch half
+/// empty. `done(i, answer)` is called as each item finishes (in finishing order).
+pub fn generate_text_queue<'t, 's>(
+    model: &Model,
+    tokenizer: &'t TextTokenizer,
+    states: &mut [State],
+    mut new_sampler: impl FnMut() -> Sampler,
+    items: &[BatchItem<'s>],
+    mut done: impl FnMut(usize, TextGeneration) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if states.is_empty() {
+        return Err(Error::Invalid("generate_text_queue: no states".into()));
+    }
+    let mut slots: Vec<Option<(usize, Live<'t, 's>, Sampler)>> =
+        states.iter().map(|_| None).collect();
+    let mut next_item = 0;
+    let vocab = model.spec.vocab_size;
+    loop {
+        // Empty slots take the next items (prefill gives each its first token).
+        for (slot, state) in slots.iter_mut().zip(states.iter_mut()) {
+            if slot.is_none() && next_item < items.len() {
+                let mut sampler = new_sampler();
+                let live = prefill(model, tokenizer, state, &mut sampler, &items[next_item])?;
+                *slot = Some((next_item, live, sampler));
+                next_item += 1;
             }
         }
-        live.push(Live {
-            next,
-            tokens: Vec::new(),
-            stream: TextStream::new(tokenizer),
-            scan: StopStrings::new(item.stop.strings),
-            finish: None,
-            prefill: start.elapsed(),
-        });
-    }
-    let start = Instant::now();
-    loop {
-        // Take each active sequence's pending token, as `generate`'s loop does.
-        for (b, l) in live.iter_mut().enumerate() {
-            if l.finish.is_some() {
+        // Each sequence takes its pending token, as `generate`'s loop does.
+        for (slot, state) in slots.iter_mut().zip(states.iter()) {
+            let Some((i, l, sampler)) = slot.as_mut() else {
+                continue;
+            };
+            if !l.pending {
                 continue;
             }
-            let stop = &items[b].stop;
+            l.pending = false;
+            let stop = &items[*i].stop;
             if stop.ids.contains(&l.next) {
                 l.finish = Some(FinishReason::Stop);
-                continue;
+            } else {
+                l.tokens.push(l.next);
+                sampler.accept(l.next);
+                let piece = l.stream.push(l.next).unwrap_or_default();
+                l.scan.push(&piece);
+                if l.scan.stopped() {
+                    l.finish = Some(FinishReason::Stop);
+                } else if l.tokens.len() >= stop.max_tokens {
+                    l.finish = Some(FinishReason::Length);
+                } else if state.cache.len() >= state.cache.capacity() {
+                    l.finish = Some(FinishReason::Context);
+                }
             }
-            l.tokens.push(l.next);
-            samplers[b].accept(l.next);
-            let piece = l.stream.push(l.next).unwrap_or_default();
-            l.scan.push(&piece);
-            if l.scan.stopped() {
-                l.finish = Some(FinishReason::Stop);
-            } else if l.tokens.len() >= stop.max_tokens {
-                l.finish = Some(FinishReason::Length);
-            } else if states[b].cache.len() >= states[b].cache.capacity() {
-                l.finish = Some(FinishReason::Context);
+            if l.finish.is_some() {
+                let (i, l, _) = slot.take().expect("live slot");
+                done(i, finish(tokenizer, l, &items[i]))?;
             }
         }
-        let active: Vec<usize> = (0..live.len())
-            .filter(|&b| live[b].finish.is_none())
-            .collect();
+        let active: Vec<usize> = (0..slots.len()).filter(|&b| slots[b].is_some()).collect();
         if active.is_empty() {
-            break;
+            if next_item >= items.len() {
+                return Ok(());
+            }
+            continue;
         }
-        let tokens: Vec<u32> = active.iter().map(|&b| live[b].next).collect();
+        if active.len() < slots.len() && next_item < items.len() {
+            continue; // refill the freed slots before the next step
+        }
+        let tokens: Vec<u32> = active
+            .iter()
+            .map(|&b| slots[b].as_ref().expect("active").1.next)
+            .collect();
         let mut refs: Vec<&mut State> = states
             .iter_mut()
             .enumerate()
-            .filter(|(b, _)| active.contains(b))
+            .filter(|(b, _)| slots[*b].is_some())
             .map(|(_, s)| s)
             .collect();
+        let start = Instant::now();
         let logits = model.step_many(&mut refs, &tokens)?;
-        let vocab = model.spec.vocab_size;
+        let spent = start.elapsed();
         for (row, &b) in active.iter().enumerate() {
-            live[b].next = samplers[b].sample(&logits[row * vocab..(row + 1) * vocab]);
+            let (_, l, sampler) = slots[b].as_mut().expect("active");
+            l.next = sampler.sample(&logits[row * vocab..(row + 1) * vocab]);
+            l.pending = true;
+            l.decode += spent;
         }
     }
-    let decode = start.elapsed();
-    Ok(live
-        .into_iter()
-        .zip(items)
-        .map(|(mut l, item)| {
-            // The text as `generate_text` cuts it.
-            if !l.scan.stopped() {
-                let rest = l.stream.finish().unwrap_or_default();
-                l.scan.push(&rest);
-                if l.scan.stopped() {
-                    l.finish = Some(FinishReason::Stop);
-                }
-            }
-            let full = tokenizer.decode(&l.tokens, true);
-            let text = match first_stop(&full, item.stop.strings) {
-                Some(at) if l.scan.stopped() => full[..at].to_string(),
-                _ => full,
-            };
-            TextGeneration {
-                generation: Generation {
-                    tokens: l.tokens,
-                    finish_reason: l.finish.unwrap_or(FinishReason::Length),
-                    prefill_tokens: item.prompt.len(),
-                    prefill_time: l.prefill,
-                    decode_time: decode,
-                },
-                text,
-            }
-        })
-        .collect())
+}
+
+fn prefill<'t, 's>(
+    model: &Model,
+    tokenizer: &'t TextTokenizer,
+    state: &mut State,
+    sampler: &mut Sampler,
+    item: &BatchItem<'s>,
+) -> Result<Live<'t, 's>, Error> {
+    state.cache.clear();
+    let p = &item.prompt;
+    if p.is_empty() {
+        return Err(Error::Invalid("the prompt has no tokens".into()));
+    }
+    if p.len() > state.cache.capacity() {
+        return Err(Error::Invalid(format!(
+            "the prompt needs {} positions but only {} are free",
+            p.len(),
+            state.cache.capacity()
+        )));
+    }
+    let start = Instant::now();
+    p.iter().for_each(|&id| sampler.accept(id));
+    let mut next = 0;
+    for (i, chunk) in p.chunks(PREFILL_CHUNK).enumerate() {
+        let last = (i + 1) * PREFILL_CHUNK >= p.len();
+        let logits =
+            model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
+        if last {
+            next = sampler.sample(&logits);
+        }
+    }
+    Ok(Live {
+        next,
+        pending: true,
+        tokens: Vec::new(),
+        stream: TextStream::new(tokenizer),
+        scan: StopStrings::new(item.stop.strings),
+        finish: None,
+        prefill: start.elapsed(),
+        decode: std::time::Duration::ZERO,
+    })
+}
+
+/// The answer's text, cut as `generate_text` cuts it.
+fn finish(tokenizer: &TextTokenizer, mut l: Live, item: &BatchItem) -> TextGeneration {
+    if !l.scan.stopped() {
+        let rest = l.stream.finish().unwrap_or_default();
+        l.scan.push(&rest);
+        if l.scan.stopped() {
+            l.finish = Some(FinishReason::Stop);
+        }
+    }
+    let full = tokenizer.decode(&l.tokens, true);
+    let text = match first_stop(&full, item.stop.strings) {
+        Some(at) if l.scan.stopped() => full[..at].to_string(),
+        _ => full,
+    };
+    TextGeneration {
+        generation: Generation {
+            tokens: l.tokens,
+            finish_reason: l.finish.unwrap_or(FinishReason::Length),
+            prefill_tokens: item.prompt.len(),
+            prefill_time: l.prefill,
+            decode_time: l.decode,
+        },
+        text,
+    }
 }

@@ -691,9 +691,13 @@ fn batched_and_single_stream_eval_runs_log_the_same_responses() {
             s(&out),
             "--json",
         ]);
-        let responses: Vec<Value> = lines(&out)
+        // Finished answers are logged as they finish: compare by item.
+        let responses: std::collections::BTreeMap<String, Value> = lines(&out)
             .iter()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["response"].clone())
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (v["id"].to_string(), v["response"].clone())
+            })
             .collect();
         logs.push(responses);
     }

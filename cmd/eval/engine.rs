@@ -2,7 +2,7 @@
 //! ([`LogitModel`]), the harness's tokenization ([`Tokenize`]) and greedy generation until stop
 //! strings ([`TextGenerator`]). Built on pocket's public API only.
 
-use pocket::batch::{generate_text_batch, BatchItem};
+use pocket::batch::{generate_text_queue, BatchItem};
 use pocket::chat_template::Message;
 use pocket::generate::{generate_text, Control, StopAt};
 use pocket::loader::LoadedModel;
@@ -107,9 +107,14 @@ impl Engine<'_> {
         Ok(ids)
     }
 
-    /// Greedy answers to several requests decoded together (see `pocket::batch`): the same
-    /// answers as one at a time, with every weight row decoded once per step for all of them.
-    pub fn generate_batch(&mut self, requests: &[&GenRequest]) -> Result<Vec<String>, String> {
+    /// Greedy answers to `requests`, `batch` of them decoded together with continuous
+    /// batching (see `pocket::batch`); `done(k, answer)` as request k finishes.
+    pub fn generate_queue(
+        &mut self,
+        requests: &[&GenRequest],
+        batch: usize,
+        mut done: impl FnMut(usize, String) -> Result<(), String>,
+    ) -> Result<(), String> {
         let mut items = Vec::with_capacity(requests.len());
         for r in requests {
             items.push(BatchItem {
@@ -121,24 +126,34 @@ impl Engine<'_> {
                 },
             });
         }
-        while self.slots.len() < items.len() {
+        let slots = batch.clamp(1, items.len().max(1));
+        while self.slots.len() < slots {
             self.slots.push(self.m.model.new_state(self.ctx));
         }
-        let mut samplers: Vec<Sampler> = (0..items.len())
-            .map(|_| Sampler::new(SamplerConfig::default()))
-            .collect();
         let start = std::time::Instant::now();
-        let out = generate_text_batch(
+        let mut tokens = 0usize;
+        let mut failure = None;
+        let r = generate_text_queue(
             &self.m.model,
             &self.m.tokenizer,
-            &mut self.slots,
-            &mut samplers,
+            &mut self.slots[..slots],
+            || Sampler::new(SamplerConfig::default()),
             &items,
-        )
-        .map_err(|e| e.to_string())?;
+            |k, g| {
+                tokens += g.generation.tokens.len();
+                done(k, g.text).map_err(|e| {
+                    failure = Some(e.clone());
+                    pocket::Error::Invalid(e)
+                })
+            },
+        );
         self.decode_seconds += start.elapsed().as_secs_f64();
-        self.generated_tokens += out.iter().map(|g| g.generation.tokens.len()).sum::<usize>();
-        Ok(out.into_iter().map(|g| g.text).collect())
+        self.generated_tokens += tokens;
+        match (r, failure) {
+            (_, Some(e)) => Err(e),
+            (Err(e), None) => Err(e.to_string()),
+            (Ok(()), None) => Ok(()),
+        }
     }
 }
 

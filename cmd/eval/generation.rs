@@ -97,66 +97,80 @@ fn run_items(
     mut score: impl FnMut(usize, &str) -> (ItemScores, Map<String, Value>),
 ) -> Result<Vec<ItemScores>> {
     let bar = progress(items.len(), "items", hidden);
-    let mut out = Vec::with_capacity(items.len());
+    let mut scored: Vec<Option<ItemScores>> = (0..items.len()).map(|_| None).collect();
     let mut right = 0usize;
-    let batch = batch.max(1);
-    for start in (0..items.len()).step_by(batch) {
-        let window = &items[start..(start + batch).min(items.len())];
-        // Finished items come back from the log; the rest are generated together.
-        let mut responses: Vec<Option<(String, bool)>> = Vec::with_capacity(window.len());
-        for item in window {
-            responses.push(match resume.finished(&item.id, &item.fields)? {
-                Some(rec) => match rec.get("response").and_then(Value::as_str) {
-                    Some(r) => Some((r.to_string(), false)),
-                    None => bail!("--out: item {} was logged without a response", item.id),
-                },
-                None => None,
-            });
-        }
-        let todo: Vec<usize> = (0..window.len())
-            .filter(|&j| responses[j].is_none())
-            .collect();
-        let generated = match todo.len() {
-            0 => Vec::new(),
-            1 => vec![engine
-                .generate(&window[todo[0]].request)
-                .map_err(|e| anyhow!("item {}: {e}", window[todo[0]].id))?],
-            _ => {
-                let reqs: Vec<&GenRequest> = todo.iter().map(|&j| &window[j].request).collect();
-                engine.generate_batch(&reqs).map_err(|e| {
-                    let ids: Vec<String> = todo.iter().map(|&j| window[j].id.to_string()).collect();
-                    anyhow!("items {}: {e}", ids.join(", "))
-                })?
-            }
-        };
-        for (&j, r) in todo.iter().zip(generated) {
-            responses[j] = Some((r, true));
-        }
-        for (j, item) in window.iter().enumerate() {
-            let (response, fresh) = responses[j].take().expect("every item has a response");
-            let (scores, extra) = score(start + j, &response);
-            if fresh {
-                let mut result = Map::new();
-                result.insert("response".into(), Value::from(response));
-                result.extend(extra);
-                result.insert("scores".into(), json!(scores.scores));
-                resume.append(&item.id, &item.fields, result)?;
-            }
-            right += usize::from(
-                scores
-                    .scores
-                    .get(headline)
-                    .and_then(pocket_evals::results::units)
-                    .is_some_and(|u| u.iter().all(|&b| b)),
-            );
-            bar.set_message(format!(
-                "{headline} {:.1}%",
-                100.0 * right as f64 / (start + j + 1) as f64
-            ));
-            bar.inc(1);
-            out.push(scores);
+    let mut finished = 0usize;
+    // Items already in the log are scored from it; the rest are generated.
+    let mut todo = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match resume.finished(&item.id, &item.fields)? {
+            Some(rec) => match rec.get("response").and_then(Value::as_str) {
+                Some(r) => scored[i] = Some(score(i, r).0),
+                None => bail!("--out: item {} was logged without a response", item.id),
+            },
+            None => todo.push(i),
         }
     }
+    let tally = |s: &ItemScores, right: &mut usize, finished: &mut usize| {
+        *right += usize::from(
+            s.scores
+                .get(headline)
+                .and_then(pocket_evals::results::units)
+                .is_some_and(|u| u.iter().all(|&b| b)),
+        );
+        *finished += 1;
+        bar.set_message(format!(
+            "{headline} {:.1}%",
+            100.0 * *right as f64 / *finished as f64
+        ));
+        bar.inc(1);
+    };
+    for s in scored.iter().flatten() {
+        tally(s, &mut right, &mut finished);
+    }
+    // A finished answer is scored and logged at once, so a killed run loses nothing done.
+    let mut record = |i: usize, response: String| -> Result<ItemScores> {
+        let (scores, extra) = score(i, &response);
+        let mut result = Map::new();
+        result.insert("response".into(), Value::from(response));
+        result.extend(extra);
+        result.insert("scores".into(), json!(scores.scores));
+        resume.append(&items[i].id, &items[i].fields, result)?;
+        Ok(scores)
+    };
+    if batch <= 1 {
+        for &i in &todo {
+            let r = engine
+                .generate(&items[i].request)
+                .map_err(|e| anyhow!("item {}: {e}", items[i].id))?;
+            let s = record(i, r)?;
+            tally(&s, &mut right, &mut finished);
+            scored[i] = Some(s);
+        }
+    } else {
+        let reqs: Vec<&GenRequest> = todo.iter().map(|&i| &items[i].request).collect();
+        let mut failed: Option<anyhow::Error> = None;
+        engine
+            .generate_queue(&reqs, batch, |k, r| {
+                let i = todo[k];
+                match record(i, r) {
+                    Ok(s) => {
+                        tally(&s, &mut right, &mut finished);
+                        scored[i] = Some(s);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        Err("could not log the item".into())
+                    }
+                }
+            })
+            .map_err(|e| failed.take().unwrap_or_else(|| anyhow!("generating: {e}")))?;
+    }
+    let out: Vec<ItemScores> = scored
+        .into_iter()
+        .map(|s| s.expect("every item scored"))
+        .collect();
     bar.finish_and_clear();
     Ok(out)
 }
