@@ -274,7 +274,7 @@ fn write_reference_outputs(a: &ScoreIfevalArgs, dir: &std::path::Path) -> Result
                 "follow_all_instructions": follows.iter().all(|&b| b),
                 "follow_instruction_list": follows,
             });
-            out.push_str(&pocket_evals::pyjson::dumps(&line));
+            out.push_str(&pocket_evals::py_dumps::dumps(&line));
             out.push('\n');
         }
     }

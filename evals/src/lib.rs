@@ -12,7 +12,7 @@ pub mod gsm8k;
 pub mod ifeval;
 pub mod mc;
 pub mod ppl;
-pub mod pyjson;
+pub mod py_dumps;
 pub mod results;
 pub mod runlog;
 pub mod stats;
