@@ -36,6 +36,16 @@ pub struct ChatTemplate {
 pub const TEMPLATE_FUEL: u64 = 50_000_000;
 /// Upper bound on the memory a template may use while compiling or rendering.
 pub const TEMPLATE_MEMORY: usize = 256 << 20;
+
+static MEMORY_BUDGET: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(TEMPLATE_MEMORY);
+
+/// Changes the template memory budget for this process. A template that hits it leaves its
+/// worker thread parked holding up to the budget, so a process that renders many untrusted
+/// templates (a fuzzer, a server) wants a small one.
+pub fn set_memory_budget(bytes: usize) {
+    MEMORY_BUDGET.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
 /// Upper bound on a rendered conversation (a 32K-token context is about 130 KB of text).
 pub const MAX_RENDERED: usize = 16 << 20;
 
@@ -62,12 +72,13 @@ fn guarded<T: Send + 'static>(
     origin: &Path,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Error> {
-    alloc_guard::run_with_budget(TEMPLATE_MEMORY, f).map_err(|e| Error::Template {
+    let budget = MEMORY_BUDGET.load(std::sync::atomic::Ordering::Relaxed);
+    alloc_guard::run_with_budget(budget, f).map_err(|e| Error::Template {
         path: origin.to_path_buf(),
         reason: match e {
             BudgetError::Exceeded => format!(
                 "needs more than {} MiB of memory to render (hostile or broken template)",
-                TEMPLATE_MEMORY >> 20
+                budget >> 20
             ),
             BudgetError::Failed => "the template engine failed".into(),
         },

@@ -82,18 +82,7 @@ pub fn generate(
         )));
     }
     let start = Instant::now();
-    for &id in prompt {
-        sampler.accept(id);
-    }
-    let mut next = 0;
-    for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-        let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
-        let logits =
-            model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
-        if last {
-            next = sampler.sample(&logits);
-        }
-    }
+    let mut next = prefill(model, state, prompt, sampler)?;
     let prefill_time = start.elapsed();
 
     let start = Instant::now();
@@ -122,6 +111,27 @@ pub fn generate(
         prefill_time,
         decode_time: start.elapsed(),
     })
+}
+
+/// Runs a prompt in chunks of [`PREFILL_CHUNK`] (every token accepted by the sampler for its
+/// penalty window) and samples the first answer token.
+pub(crate) fn prefill(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+) -> Result<u32, Error> {
+    prompt.iter().for_each(|&id| sampler.accept(id));
+    let mut next = 0;
+    for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+        let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
+        let logits =
+            model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
+        if last {
+            next = sampler.sample(&logits);
+        }
+    }
+    Ok(next)
 }
 
 /// When an answer ends, besides a full context or the caller saying stop.

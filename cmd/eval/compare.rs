@@ -247,24 +247,8 @@ fn list(what: &str, m: &MetricComparison, ids: &[String], total: usize) {
 fn write_reference_outputs(a: &ScoreIfevalArgs, dir: &std::path::Path) -> Result<()> {
     let items = ifeval::load_inputs(&a.data)?;
     let rows = ifeval::load_responses(&a.responses)?;
-    let by_key: std::collections::HashMap<i64, &ifeval::IfevalItem> =
-        items.iter().map(|it| (it.key, it)).collect();
-    let by_prompt: std::collections::HashMap<&str, &ifeval::IfevalItem> =
-        items.iter().map(|it| (it.prompt.as_str(), it)).collect();
     let (mut strict, mut loose) = (String::new(), String::new());
-    for (i, r) in rows.iter().enumerate() {
-        let item = match (&r.key, &r.prompt) {
-            (Some(k), _) => by_key.get(k).copied(),
-            (None, Some(p)) => by_prompt.get(p.as_str()).copied(),
-            (None, None) => None,
-        }
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "{}:{}: no IFEval item with that key or prompt",
-                a.responses.display(),
-                i + 1
-            )
-        })?;
+    for (item, r) in ifeval::match_rows(&items, &rows)?.into_iter().zip(&rows) {
         let v = ifeval::score_response(item, &r.response);
         for (out, follows) in [(&mut strict, &v.strict), (&mut loose, &v.loose)] {
             let line = json!({

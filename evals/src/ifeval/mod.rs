@@ -191,25 +191,38 @@ pub fn load_responses(path: impl AsRef<Path>) -> Result<Vec<ResponseRow>, EvalEr
         .collect()
 }
 
-/// Scores every row on its own and aggregates; `rows[i]` becomes verdict row `i`.
-pub fn score_rows(items: &[IfevalItem], rows: &[ResponseRow]) -> Result<Report, EvalError> {
+/// The item each response row names, by `key` or else by exact prompt text.
+pub fn match_rows<'a>(
+    items: &'a [IfevalItem],
+    rows: &[ResponseRow],
+) -> Result<Vec<&'a IfevalItem>, EvalError> {
     let by_key: HashMap<i64, &IfevalItem> = items.iter().map(|it| (it.key, it)).collect();
     let by_prompt: HashMap<&str, &IfevalItem> =
         items.iter().map(|it| (it.prompt.as_str(), it)).collect();
-    let mut verdicts = Vec::with_capacity(rows.len());
-    for (row, r) in rows.iter().enumerate() {
-        let item = match (&r.key, &r.prompt) {
-            (Some(k), _) => by_key.get(k).copied(),
-            (None, Some(p)) => by_prompt.get(p.as_str()).copied(),
-            (None, None) => None,
-        }
-        .ok_or_else(|| {
-            EvalError::Invalid(format!(
-                "response row {row}: no IFEval item with that key or prompt"
-            ))
-        })?;
-        verdicts.push((item, score_response(item, &r.response)));
-    }
+    rows.iter()
+        .enumerate()
+        .map(|(row, r)| {
+            match (&r.key, &r.prompt) {
+                (Some(k), _) => by_key.get(k).copied(),
+                (None, Some(p)) => by_prompt.get(p.as_str()).copied(),
+                (None, None) => None,
+            }
+            .ok_or_else(|| {
+                EvalError::Invalid(format!(
+                    "response row {row}: no IFEval item with that key or prompt"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Scores every row on its own and aggregates; `rows[i]` becomes verdict row `i`.
+pub fn score_rows(items: &[IfevalItem], rows: &[ResponseRow]) -> Result<Report, EvalError> {
+    let verdicts: Vec<_> = match_rows(items, rows)?
+        .into_iter()
+        .zip(rows)
+        .map(|(item, r)| (item, score_response(item, &r.response)))
+        .collect();
     Ok(Report::new(&verdicts))
 }
 
