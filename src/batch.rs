@@ -4,10 +4,8 @@
 //! Each answer ends exactly as [`generate_text`](crate::generate::generate_text) would end it
 //! (stop ids, stop strings, length, full context), and its text is cut the same way.
 
-use crate::generate::{
-    first_stop, FinishReason, Generation, StopAt, StopStrings, TextGeneration, PREFILL_CHUNK,
-};
-use crate::model::{Logits, Model, State};
+use crate::generate::{first_stop, FinishReason, Generation, StopAt, StopStrings, TextGeneration};
+use crate::model::{Model, State};
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
@@ -179,16 +177,7 @@ fn prefill<'t, 's>(
         )));
     }
     let start = Instant::now();
-    p.iter().for_each(|&id| sampler.accept(id));
-    let mut next = 0;
-    for (i, chunk) in p.chunks(PREFILL_CHUNK).enumerate() {
-        let last = (i + 1) * PREFILL_CHUNK >= p.len();
-        let logits =
-            model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
-        if last {
-            next = sampler.sample(&logits);
-        }
-    }
+    let next = crate::generate::prefill(model, state, p, sampler)?;
     Ok(Live {
         next,
         pending: true,
