@@ -459,11 +459,18 @@ impl Model {
                     &v[b * kv_row..(b + 1) * kv_row],
                 );
             }
+            // One sequence per task on the worker pool (the pool the mat-vecs use: mixing in
+            // rayon here would leave its workers competing with the pool's spinning ones).
             let mut attn = vec![0.0f32; n * q_row];
-            attn.par_chunks_mut(q_row)
-                .zip(states.par_iter_mut())
-                .enumerate()
-                .for_each(|(b, (out, st))| {
+            {
+                let work: Vec<std::sync::Mutex<(&mut [f32], &mut State)>> = attn
+                    .chunks_mut(q_row)
+                    .zip(states.iter_mut())
+                    .map(|(o, st)| std::sync::Mutex::new((o, &mut **st)))
+                    .collect();
+                crate::kernels::pool::global().run(work.len(), &|b| {
+                    let mut g = work[b].lock().unwrap_or_else(|e| e.into_inner());
+                    let (out, st) = &mut *g;
                     let (keys, values) = st.cache.layer(li);
                     attend(
                         s,
@@ -476,6 +483,7 @@ impl Model {
                         false,
                     )
                 });
+            }
             let o = layer.o_proj.forward_batch(&attn, n);
             add_in_place(&mut x, &o);
             let xn = norm_rows(&x, &layer.post_attention_norm);

@@ -224,6 +224,9 @@ impl Matrix {
     fn matmul_int8(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
         let (rows, cols) = (self.rows, self.cols);
         let isa = kernels::active();
+        if n <= SMALL_BATCH {
+            return self.matmul_int8_small(k, x, n, y);
+        }
         let acts: Vec<QuantActs> = x
             .par_chunks_exact(cols)
             .map(|xt| {
@@ -254,6 +257,58 @@ impl Matrix {
             .collect();
         for (first, part) in parts {
             let count = part.len() / n;
+            for (t, r) in part.chunks_exact(count).enumerate() {
+                y[t * rows + first..t * rows + first + count].copy_from_slice(r);
+            }
+        }
+    }
+}
+
+/// Batches up to this many tokens (decoding several sequences at once) take the decode
+/// route: the worker pool over row bands, as a mat-vec does, instead of rayon.
+const SMALL_BATCH: usize = 16;
+
+impl Matrix {
+    /// A few tokens at once (batched decode): activations quantized once on this thread, row
+    /// bands on the worker pool (spin-then-park, no per-call rayon scheduling), each band
+    /// running the batched kernel over every token.
+    fn matmul_int8_small(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
+        let (rows, cols) = (self.rows, self.cols);
+        let isa = kernels::active();
+        let acts: Vec<QuantActs> = x
+            .chunks_exact(cols)
+            .map(|xt| {
+                let mut a = QuantActs::default();
+                a.quantize(xt, k.block(), k.chunk(isa));
+                a
+            })
+            .collect();
+        let pool = kernels::pool::global();
+        let min_rows = (16384 / (cols * n).max(1)).max(4);
+        let band = rows.div_ceil(pool.threads() * 4).max(min_rows);
+        let bands = rows.div_ceil(band);
+        let parts: Vec<std::sync::Mutex<Vec<f32>>> = (0..bands)
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        pool.run(bands, &|b| {
+            let first = b * band;
+            let count = band.min(rows - first);
+            let mut part = vec![0.0f32; n * count];
+            match k {
+                IntKernel::Q4(m) => {
+                    kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
+                }
+                IntKernel::Q8(_) => {
+                    for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
+                        k.dot_rows(isa, first, a, out);
+                    }
+                }
+            }
+            *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
+        });
+        for (b, part) in parts.into_iter().enumerate() {
+            let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
+            let (first, count) = (b * band, part.len() / n);
             for (t, r) in part.chunks_exact(count).enumerate() {
                 y[t * rows + first..t * rows + first + count].copy_from_slice(r);
             }
