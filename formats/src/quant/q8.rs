@@ -93,4 +93,20 @@ mod tests {
         dequantize_row(&b, &s, 64, &mut out[..64]);
         assert_eq!(&out[..3], &[-1.0, 1.5, 0.0]);
     }
+
+    #[test]
+    fn zero_constant_and_tiny_blocks_give_finite_scales() {
+        for v in [
+            vec![0.0f32; 64],
+            vec![3.25f32; 64],
+            vec![-1e-30f32; 64],
+            vec![6e4f32; 64],
+        ] {
+            let (bytes, st) = quantize(&v, 1, 64, 64);
+            let mut out = vec![0.0; 64];
+            dequantize_row(&bytes[..64], &bytes[64..66], 64, &mut out);
+            assert!(out.iter().all(|x| x.is_finite()), "{v:?}");
+            assert!(st.rel_rms.is_finite());
+        }
+    }
 }
