@@ -194,6 +194,9 @@ impl Matrix {
         if let Some(k) = self.int8_kernel() {
             return self.matmul_int8(&k, x, n, y);
         }
+        if n <= SMALL_BATCH {
+            return self.matmul_f32_small(x, n, y);
+        }
         let (rows, cols) = (self.rows, self.cols);
         const TILE: usize = 16;
         let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(TILE))
@@ -273,16 +276,48 @@ impl Matrix {
     /// bands on the worker pool (spin-then-park, no per-call rayon scheduling), each band
     /// running the batched kernel over every token.
     fn matmul_int8_small(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
-        let (rows, cols) = (self.rows, self.cols);
         let isa = kernels::active();
         let acts: Vec<QuantActs> = x
-            .chunks_exact(cols)
+            .chunks_exact(self.cols)
             .map(|xt| {
                 let mut a = QuantActs::default();
                 a.quantize(xt, k.block(), k.chunk(isa));
                 a
             })
             .collect();
+        self.pool_bands(n, y, |first, count, part| match k {
+            IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, part),
+            IntKernel::Q8(_) => {
+                for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
+                    k.dot_rows(isa, first, a, out);
+                }
+            }
+        });
+    }
+
+    /// Dense weights, a few tokens at once: rows decoded to f32 once per band, on the pool.
+    fn matmul_f32_small(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        let cols = self.cols;
+        self.pool_bands(n, y, |first, count, part| {
+            let mut w = vec![0.0f32; count * cols];
+            for (i, wr) in w.chunks_exact_mut(cols).enumerate() {
+                self.row(first + i, wr);
+            }
+            let mut t = vec![0.0f32; count * n];
+            crate::kernels::f32_tile::tile(&w, count, x, n, cols, &mut t);
+            // `tile` writes row-major by weight row; bands hand back token-major parts.
+            for (i, r) in t.chunks_exact(n).enumerate() {
+                for (tk, &v) in r.iter().enumerate() {
+                    part[tk * count + i] = v;
+                }
+            }
+        });
+    }
+
+    /// Splits the rows into bands on the worker pool; `f(first, count, part)` fills `part`
+    /// (`n × count`, token-major) for rows `first..first + count`, which lands in `y`.
+    fn pool_bands(&self, n: usize, y: &mut [f32], f: impl Fn(usize, usize, &mut [f32]) + Sync) {
+        let (rows, cols) = (self.rows, self.cols);
         let pool = kernels::pool::global();
         let min_rows = (16384 / (cols * n).max(1)).max(4);
         let band = rows.div_ceil(pool.threads() * 4).max(min_rows);
@@ -294,16 +329,7 @@ impl Matrix {
             let first = b * band;
             let count = band.min(rows - first);
             let mut part = vec![0.0f32; n * count];
-            match k {
-                IntKernel::Q4(m) => {
-                    kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
-                }
-                IntKernel::Q8(_) => {
-                    for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
-                        k.dot_rows(isa, first, a, out);
-                    }
-                }
-            }
+            f(first, count, &mut part);
             *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
         });
         for (b, part) in parts.into_iter().enumerate() {
