@@ -6,7 +6,7 @@
 
 use crate::generate::{first_stop, FinishReason, Generation, StopAt, StopStrings, TextGeneration};
 use crate::model::{Model, State};
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::Sampler;
 use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
 use std::time::Instant;
@@ -27,44 +27,6 @@ struct Live<'t, 's> {
     finish: Option<FinishReason>,
     prefill: std::time::Duration,
     decode: std::time::Duration,
-}
-
-/// Generates every item's answer; `states[i]` and `samplers[i]` serve `items[i]` (their caches
-/// are cleared first). Answers come back in item order.
-pub fn generate_text_batch<'t, 's>(
-    model: &Model,
-    tokenizer: &'t TextTokenizer,
-    states: &mut [State],
-    samplers: &mut [Sampler],
-    items: &[BatchItem<'s>],
-) -> Result<Vec<TextGeneration>, Error> {
-    if states.len() < items.len() || samplers.len() < items.len() {
-        return Err(Error::Invalid(
-            "generate_text_batch: fewer states than items".into(),
-        ));
-    }
-    let mut out: Vec<Option<TextGeneration>> = (0..items.len()).map(|_| None).collect();
-    // One slot per item: slot i takes item i (slots fill in order), with sampler i.
-    let mut k = 0;
-    generate_text_queue(
-        model,
-        tokenizer,
-        &mut states[..items.len()],
-        || {
-            let s = std::mem::replace(&mut samplers[k], Sampler::new(SamplerConfig::default()));
-            k += 1;
-            s
-        },
-        items,
-        |i, g| {
-            out[i] = Some(g);
-            Ok(())
-        },
-    )?;
-    Ok(out
-        .into_iter()
-        .map(|g| g.expect("every item finished"))
-        .collect())
 }
 
 /// Continuous batching: `states.len()` sequences run at once; when one answer ends, the next

@@ -212,18 +212,8 @@ impl Model {
     ) -> Result<Option<&'s [f32]>, Error> {
         let s = &self.spec;
         let pos = state.cache.len();
-        if pos >= state.cache.capacity() {
-            return Err(Error::Invalid(format!(
-                "context is full ({} positions)",
-                state.cache.capacity()
-            )));
-        }
-        if token as usize >= s.vocab_size {
-            return Err(Error::Invalid(format!(
-                "token id {token} is outside the vocabulary ({})",
-                s.vocab_size
-            )));
-        }
+        check_room(&state.cache, 1)?;
+        self.check_tokens(&[token])?;
         let eps = s.rms_norm_eps as f32;
         self.embed_tokens.row(token as usize, &mut state.x);
         for (li, layer) in self.layers.iter().enumerate() {
@@ -232,16 +222,7 @@ impl Model {
             layer.q_proj.forward(&state.xn, &mut state.q);
             layer.k_proj.forward(&state.xn, &mut state.k);
             layer.v_proj.forward(&state.xn, &mut state.v);
-            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                state
-                    .q
-                    .chunks_exact_mut(s.head_dim)
-                    .for_each(|h| rms_norm_in_place(h, qn, eps));
-                state
-                    .k
-                    .chunks_exact_mut(s.head_dim)
-                    .for_each(|h| rms_norm_in_place(h, kn, eps));
-            }
+            layer.qk_norm(&mut state.q, &mut state.k, s.head_dim, eps);
             self.rope.apply(&mut state.q, s.head_dim, pos);
             self.rope.apply(&mut state.k, s.head_dim, pos);
             state.cache.push(li, &state.k, &state.v);
@@ -292,30 +273,11 @@ impl Model {
         let s = &self.spec;
         let (n, h, d) = (tokens.len(), s.hidden_size, s.head_dim);
         let pos = state.cache.len();
-        if pos + n > state.cache.capacity() {
-            return Err(Error::Invalid(format!(
-                "context is full ({} positions)",
-                state.cache.capacity()
-            )));
-        }
-        if let Some(t) = tokens.iter().find(|&&t| t as usize >= s.vocab_size) {
-            return Err(Error::Invalid(format!(
-                "token id {t} is outside the vocabulary ({})",
-                s.vocab_size
-            )));
-        }
+        check_room(&state.cache, n)?;
+        self.check_tokens(tokens)?;
         let eps = s.rms_norm_eps as f32;
-        let mut x = vec![0.0f32; n * h];
-        for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
-            self.embed_tokens.row(t as usize, row);
-        }
-        let norm_rows = |x: &[f32], w: &[f32]| -> Vec<f32> {
-            let mut out = vec![0.0; x.len()];
-            for (o, r) in out.chunks_exact_mut(w.len()).zip(x.chunks_exact(w.len())) {
-                rms_norm(r, w, eps, o);
-            }
-            out
-        };
+        let mut x = self.embed(tokens);
+        let norm_rows = |x: &[f32], w: &[f32]| norm_rows(x, w, eps);
         let observing = obs.is_some();
         let mut see = |layer: usize, site: Site, rows: &[f32]| {
             if let Some(o) = obs.as_deref_mut() {
@@ -328,12 +290,7 @@ impl Model {
             let mut q = layer.q_proj.forward_batch(&xn, n);
             let mut k = layer.k_proj.forward_batch(&xn, n);
             let v = layer.v_proj.forward_batch(&xn, n);
-            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                q.chunks_exact_mut(d)
-                    .for_each(|hd| rms_norm_in_place(hd, qn, eps));
-                k.chunks_exact_mut(d)
-                    .for_each(|hd| rms_norm_in_place(hd, kn, eps));
-            }
+            layer.qk_norm(&mut q, &mut k, d, eps);
             let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
             for t in 0..n {
                 self.rope
@@ -402,52 +359,28 @@ impl Model {
     /// summation order of the batched kernels.
     pub fn step_many(&self, states: &mut [&mut State], tokens: &[u32]) -> Result<Vec<f32>, Error> {
         let s = &self.spec;
-        let (n, h, d) = (tokens.len(), s.hidden_size, s.head_dim);
+        let (n, d) = (tokens.len(), s.head_dim);
         if states.len() != n || n == 0 {
             return Err(Error::Invalid(format!(
                 "step_many: {} states for {n} tokens",
                 states.len()
             )));
         }
-        for (st, &t) in states.iter().zip(tokens) {
-            if st.cache.len() >= st.cache.capacity() {
-                return Err(Error::Invalid(format!(
-                    "context is full ({} positions)",
-                    st.cache.capacity()
-                )));
-            }
-            if t as usize >= s.vocab_size {
-                return Err(Error::Invalid(format!(
-                    "token id {t} is outside the vocabulary ({})",
-                    s.vocab_size
-                )));
-            }
+        for st in states.iter() {
+            check_room(&st.cache, 1)?;
         }
+        self.check_tokens(tokens)?;
         let eps = s.rms_norm_eps as f32;
         let positions: Vec<usize> = states.iter().map(|st| st.cache.len()).collect();
-        let mut x = vec![0.0f32; n * h];
-        for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
-            self.embed_tokens.row(t as usize, row);
-        }
-        let norm_rows = |x: &[f32], w: &[f32]| -> Vec<f32> {
-            let mut out = vec![0.0; x.len()];
-            for (o, r) in out.chunks_exact_mut(w.len()).zip(x.chunks_exact(w.len())) {
-                rms_norm(r, w, eps, o);
-            }
-            out
-        };
+        let mut x = self.embed(tokens);
+        let norm_rows = |x: &[f32], w: &[f32]| norm_rows(x, w, eps);
         let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
         for (li, layer) in self.layers.iter().enumerate() {
             let xn = norm_rows(&x, &layer.input_norm);
             let mut q = layer.q_proj.forward_batch(&xn, n);
             let mut k = layer.k_proj.forward_batch(&xn, n);
             let v = layer.v_proj.forward_batch(&xn, n);
-            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-                q.chunks_exact_mut(d)
-                    .for_each(|hd| rms_norm_in_place(hd, qn, eps));
-                k.chunks_exact_mut(d)
-                    .for_each(|hd| rms_norm_in_place(hd, kn, eps));
-            }
+            layer.qk_norm(&mut q, &mut k, d, eps);
             for (b, st) in states.iter_mut().enumerate() {
                 self.rope
                     .apply(&mut q[b * q_row..(b + 1) * q_row], d, positions[b]);
@@ -515,6 +448,59 @@ impl Model {
             true,
         );
     }
+}
+
+impl Model {
+    fn check_tokens(&self, tokens: &[u32]) -> Result<(), Error> {
+        let vocab = self.spec.vocab_size;
+        match tokens.iter().find(|&&t| t as usize >= vocab) {
+            Some(t) => Err(Error::Invalid(format!(
+                "token id {t} is outside the vocabulary ({vocab})"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The embedding rows of `tokens`, one after another.
+    fn embed(&self, tokens: &[u32]) -> Vec<f32> {
+        let h = self.spec.hidden_size;
+        let mut x = vec![0.0f32; tokens.len() * h];
+        for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
+            self.embed_tokens.row(t as usize, row);
+        }
+        x
+    }
+}
+
+impl Layer {
+    /// Qwen3's per-head RMSNorm of queries and keys (no-op for the other families).
+    fn qk_norm(&self, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q.chunks_exact_mut(head_dim)
+                .for_each(|h| rms_norm_in_place(h, qn, eps));
+            k.chunks_exact_mut(head_dim)
+                .for_each(|h| rms_norm_in_place(h, kn, eps));
+        }
+    }
+}
+
+fn check_room(cache: &KvCache, n: usize) -> Result<(), Error> {
+    if cache.len() + n > cache.capacity() {
+        return Err(Error::Invalid(format!(
+            "context is full ({} positions)",
+            cache.capacity()
+        )));
+    }
+    Ok(())
+}
+
+/// RMSNorm of every `w.len()`-long row of `x`.
+fn norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    for (o, r) in out.chunks_exact_mut(w.len()).zip(x.chunks_exact(w.len())) {
+        rms_norm(r, w, eps, o);
+    }
+    out
 }
 
 /// Per-conversation decoding state: the KV cache and scratch buffers, so a step allocates

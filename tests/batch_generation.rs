@@ -2,7 +2,7 @@
 //! tokens, same finish reasons, same cut text, for prompts of different lengths and stop rules
 //! decoded together.
 
-use pocket::batch::{generate_text_batch, BatchItem};
+use pocket::batch::{generate_text_queue, BatchItem};
 use pocket::generate::{generate_text, Control, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::sampler::{Sampler, SamplerConfig};
@@ -110,12 +110,22 @@ fn batched_answers_equal_single_stream_answers() {
                 stop: stop_at(i),
             })
             .collect();
-        let mut states: Vec<_> = (0..items.len()).map(|_| m.model.new_state(128)).collect();
-        let mut samplers: Vec<_> = (0..items.len())
-            .map(|_| Sampler::new(SamplerConfig::default()))
-            .collect();
-        let batch = generate_text_batch(&m.model, &m.tokenizer, &mut states, &mut samplers, &items)
-            .unwrap();
+        // Three slots for four items: the fourth takes the first slot that frees up.
+        let mut states: Vec<_> = (0..3).map(|_| m.model.new_state(128)).collect();
+        let mut batch: Vec<Option<_>> = items.iter().map(|_| None).collect();
+        generate_text_queue(
+            &m.model,
+            &m.tokenizer,
+            &mut states,
+            || Sampler::new(SamplerConfig::default()),
+            &items,
+            |i, g| {
+                batch[i] = Some(g);
+                Ok(())
+            },
+        )
+        .unwrap();
+        let batch: Vec<_> = batch.into_iter().map(Option::unwrap).collect();
         for (i, (a, b)) in single.iter().zip(&batch).enumerate() {
             assert_eq!(
                 a.generation.tokens, b.generation.tokens,
