@@ -32,6 +32,23 @@ fn case(format: &'static str, what: &'static str, input: &Path, needles: &[&'sta
     }
 }
 
+/// A case whose command is `pocket run INPUT -p hi` (the file is only read when a chat starts).
+fn run_case(
+    format: &'static str,
+    what: &'static str,
+    input: &Path,
+    needles: &[&'static str],
+) -> Case {
+    let mut c = case(format, what, input, needles);
+    c.args = vec![
+        "run".into(),
+        input.display().to_string(),
+        "-p".into(),
+        "hi".into(),
+    ];
+    c
+}
+
 fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     for e in std::fs::read_dir(src).unwrap() {
@@ -372,19 +389,12 @@ fn cases(dir: &Path) -> Vec<Case> {
     let d = checkpoint(dir, "no-tokenizer", |d| {
         std::fs::remove_file(d.join("tokenizer.json")).unwrap();
     });
-    let mut k = case(
+    v.push(run_case(
         c,
         "missing tokenizer.json",
         &d,
         &["tokenizer.json", "missing"],
-    );
-    k.args = vec![
-        "run".into(),
-        d.display().to_string(),
-        "-p".into(),
-        "hi".into(),
-    ];
-    v.push(k);
+    ));
     let d = checkpoint(dir, "escaping-shard", |d| {
         std::fs::remove_file(d.join("model.safetensors")).unwrap();
         std::fs::write(
@@ -609,19 +619,12 @@ fn cases(dir: &Path) -> Vec<Case> {
     ));
     let mut b = good.clone();
     b[40] ^= 1;
-    let mut k = case(
+    v.push(run_case(
         p,
         "header checksum fails (run refuses)",
         &write(dir, "hsum.pocket", &b),
         &["hsum.pocket", "checksum"],
-    );
-    k.args = vec![
-        "run".into(),
-        dir.join("hsum.pocket").display().to_string(),
-        "-p".into(),
-        "hi".into(),
-    ];
-    v.push(k);
+    ));
     let data_at = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
     let hlen = u64::from_le_bytes(good[16..24].try_into().unwrap()) as usize;
     let header: Value = serde_json::from_slice(&good[32..32 + hlen]).unwrap();
@@ -699,19 +702,12 @@ fn cases(dir: &Path) -> Vec<Case> {
         &["dup.pocket", "twice"],
     ));
     let b = edit_pocket(&good, |h| h["spec"]["hidden_size"] = 128.into());
-    let mut k = case(
+    v.push(run_case(
         p,
         "header spec disagrees with tensor shapes",
         &write(dir, "spec.pocket", &b),
         &["spec.pocket"],
-    );
-    k.args = vec![
-        "run".into(),
-        dir.join("spec.pocket").display().to_string(),
-        "-p".into(),
-        "hi".into(),
-    ];
-    v.push(k);
+    ));
 
     // --- templates, run time, usage ---
     let t = "runtime";
@@ -722,19 +718,12 @@ fn cases(dir: &Path) -> Vec<Case> {
         )
         .unwrap();
     });
-    let mut k = case(
+    v.push(run_case(
         t,
         "chat template doubling a string 64 times",
         &d,
         &["chat_template.jinja", "MiB of memory"],
-    );
-    k.args = vec![
-        "run".into(),
-        d.display().to_string(),
-        "-p".into(),
-        "hi".into(),
-    ];
-    v.push(k);
+    ));
     let d = checkpoint(dir, "template-loop", |d| {
         std::fs::write(
             d.join("chat_template.jinja"),
@@ -742,19 +731,12 @@ fn cases(dir: &Path) -> Vec<Case> {
         )
         .unwrap();
     });
-    let mut k = case(
+    v.push(run_case(
         t,
         "chat template looping 10^10 times",
         &d,
         &["chat_template.jinja", "fuel"],
-    );
-    k.args = vec![
-        "run".into(),
-        d.display().to_string(),
-        "-p".into(),
-        "hi".into(),
-    ];
-    v.push(k);
+    ));
     let d = checkpoint(dir, "template-recursion", |d| {
         std::fs::write(
             d.join("chat_template.jinja"),
@@ -762,19 +744,12 @@ fn cases(dir: &Path) -> Vec<Case> {
         )
         .unwrap();
     });
-    let mut k = case(
+    v.push(run_case(
         t,
         "chat template recursing without end",
         &d,
         &["chat_template.jinja"],
-    );
-    k.args = vec![
-        "run".into(),
-        d.display().to_string(),
-        "-p".into(),
-        "hi".into(),
-    ];
-    v.push(k);
+    ));
     v.push(Case {
         format: t,
         what: "prompt longer than the context",
