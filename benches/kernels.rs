@@ -1,5 +1,6 @@
 //! Hot kernels in isolation, single-threaded: int8-activation Q4 and Q8 rows for the shapes of
-//! the MNN-Pocket model (hidden 896, FFN 2560), on every instruction set this CPU runs.
+//! the MNN-Pocket model (hidden 896, FFN 2560), on every instruction set this CPU runs: one token
+//! (decode) and 16 tokens per call (prefill).
 //! Throughput is in multiply-adds (elements) per second; divide by the weight bytes per
 //! multiply-add for GB/s (Q4 block 64 asym: 0.5625 B, Q8 block 64: 1.03 B).
 //!
@@ -24,15 +25,14 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn isas() -> Vec<Isa> {
-    let mut v = kernels::available();
-    if kernels::detect() == Isa::Avx512 && !v.contains(&Isa::Avx512) {
-        v.push(Isa::Avx512);
-    }
-    v
+    kernels::available()
 }
 
+/// Tokens per call in the batched (prefill) benchmark.
+const BATCH: usize = 16;
+
 fn bench(c: &mut Criterion) {
-    for &(rows, cols) in &[(2560usize, 896usize), (896, 2560)] {
+    for &(rows, cols) in &[(2560usize, 896usize), (896, 2560), (65536, 896)] {
         let w = values(rows * cols, 1);
         let x = values(cols, 2);
         let opt = codec::Options {
@@ -73,6 +73,24 @@ fn bench(c: &mut Criterion) {
             a.quantize(&x, 64, 0);
             g.bench_function(format!("q8_b64_{}", isa.name()), |b| {
                 b.iter(|| q8::dot_rows(isa, &m8, 0, &a, &mut y))
+            });
+        }
+        g.finish();
+        let mut g = c.benchmark_group(format!("matmul{BATCH}_{rows}x{cols}"));
+        g.throughput(Throughput::Elements((BATCH * rows * cols) as u64));
+        let xs = values(BATCH * cols, 3);
+        let mut out = vec![0.0f32; BATCH * rows];
+        for isa in isas().into_iter().filter(|&i| i != Isa::Scalar) {
+            let acts: Vec<QuantActs> = xs
+                .chunks_exact(cols)
+                .map(|x| {
+                    let mut a = QuantActs::default();
+                    a.quantize(x, 64, q4::act_chunk(isa));
+                    a
+                })
+                .collect();
+            g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
+                b.iter(|| q4::dot_rows_tokens(isa, &m, 0, rows, &acts, &mut out))
             });
         }
         g.finish();

@@ -1,88 +1,68 @@
 //! Causal self-attention of one token over the KV cache, grouped for GQA: the query heads that
-//! share a KV head are scored together, so each cached key and value row is read once per
-//! step for its whole group rather than once per query head. Each head's arithmetic (dot
-//! products, softmax, weighted sum in position order) is the reference definition unchanged.
+//! share a KV head are scored together, so each cached key and value is read once per step
+//! for the whole group. The arithmetic is the online-softmax kernel of `kernels::attn`, which
+//! keeps memory bounded at any context length.
 
-use crate::kernels::dot::dot;
-use crate::ops::softmax;
+use crate::kernels::attn::{self, Running, TILE};
+use crate::kv_cache::LayerKv;
 use pocket_formats::hf::ModelSpec;
 
-/// Query heads `q` (one head after another) over the first `n` cached positions of `keys` and
-/// `values` (`[position][kv_head][head_dim]`), written to `out`. With `parallel` (decode: one
-/// token at a time), long contexts give each KV head's group its own task on the worker pool;
-/// batched prefill already runs one token per task and passes false.
-#[allow(clippy::too_many_arguments)]
-pub fn attend(
-    s: &ModelSpec,
-    q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    n: usize,
-    out: &mut [f32],
-    scratch: &mut Vec<f32>,
-    parallel: bool,
-) {
-    let (d, g) = (s.head_dim, s.group_size());
-    let group = |kv: usize, o: &mut [f32], scores: &mut Vec<f32>| {
-        attend_group(
-            s,
-            kv,
-            &q[kv * g * d..(kv + 1) * g * d],
-            keys,
-            values,
-            n,
-            o,
-            scores,
-        )
-    };
-    let pool = crate::kernels::pool::global();
-    if parallel && n * s.num_heads * d >= 1 << 16 && s.num_kv_heads > 1 && pool.threads() > 1 {
-        let outs: Vec<std::sync::Mutex<&mut [f32]>> =
-            out.chunks_mut(g * d).map(std::sync::Mutex::new).collect();
-        pool.run(outs.len(), &|kv| {
-            let mut o = outs[kv].lock().unwrap_or_else(|e| e.into_inner());
-            group(kv, &mut o, &mut Vec::new());
-        });
-    } else {
-        for (kv, o) in out.chunks_mut(g * d).enumerate() {
-            group(kv, o, scratch);
-        }
-    }
-}
+/// Positions per task when one step's attention is split across the worker pool.
+const MIN_SPAN: usize = 256;
+/// Shorter contexts attend on the calling thread (the pool's wake-up would cost more).
+const MIN_PARALLEL: usize = 64;
 
-/// The query heads `qs` of KV head `kv` (group × head_dim) into `out`.
-#[allow(clippy::too_many_arguments)]
-fn attend_group(
-    s: &ModelSpec,
-    kv: usize,
-    qs: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    n: usize,
-    out: &mut [f32],
-    scores: &mut Vec<f32>,
-) {
-    let (d, g, kv_row) = (s.head_dim, s.group_size(), s.num_kv_heads * s.head_dim);
+/// Query heads `q` (one head after another) over the first `n` cached positions of `kv`,
+/// written to `out`. With `parallel` (decode: one token at a time), a long context is split
+/// into spans of positions per KV head on the worker pool and the spans' running states are
+/// merged; batched prefill already runs one token per task and passes false.
+pub fn attend(s: &ModelSpec, q: &[f32], kv: &LayerKv, n: usize, out: &mut [f32], parallel: bool) {
+    let (d, g, kvh) = (s.head_dim, s.group_size(), s.num_kv_heads);
+    let isa = crate::kernels::active();
     let scale = 1.0 / (d as f32).sqrt();
-    scores.resize(g * n, 0.0);
-    for t in 0..n {
-        let k = &keys[t * kv_row + kv * d..][..d];
-        for h in 0..g {
-            scores[h * n + t] = dot(&qs[h * d..(h + 1) * d], k) * scale;
+    let qs: Vec<f32> = q.iter().map(|x| x * scale).collect();
+    let group_q = |h: usize| &qs[h * g * d..(h + 1) * g * d];
+    let pool = crate::kernels::pool::global();
+    let threads = pool.threads();
+    if !parallel || threads == 1 || n < MIN_PARALLEL || (kvh == 1 && n < 2 * MIN_SPAN) {
+        for h in 0..kvh {
+            let mut run = Running::new(g, d);
+            attn::span(isa, group_q(h), d, kv.head(h), 0, n, &mut run);
+            run.finish(&mut out[h * g * d..(h + 1) * g * d]);
         }
+        return;
     }
-    for h in 0..g {
-        softmax(&mut scores[h * n..(h + 1) * n]);
-    }
-    out.fill(0.0);
-    for t in 0..n {
-        let v = &values[t * kv_row + kv * d..][..d];
-        for h in 0..g {
-            let p = scores[h * n + t];
-            for (o, &x) in out[h * d..(h + 1) * d].iter_mut().zip(v) {
-                *o += p * x;
-            }
+    // Spans per KV head: about two tasks per thread, none shorter than MIN_SPAN.
+    let splits = (2 * threads).div_ceil(kvh).min(n / MIN_SPAN).max(1);
+    // Span boundaries on tile edges.
+    let tiles = n.div_ceil(TILE);
+    let bound = |i: usize| (tiles * i / splits * TILE).min(n);
+    let parts: Vec<std::sync::Mutex<Running>> = (0..kvh * splits)
+        .map(|_| std::sync::Mutex::new(Running::new(g, d)))
+        .collect();
+    pool.run(parts.len(), &|task| {
+        let (h, i) = (task / splits, task % splits);
+        let mut run = parts[task].lock().unwrap_or_else(|e| e.into_inner());
+        attn::span(
+            isa,
+            group_q(h),
+            d,
+            kv.head(h),
+            bound(i),
+            bound(i + 1),
+            &mut run,
+        );
+    });
+    let parts: Vec<Running> = parts
+        .into_iter()
+        .map(|p| p.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect();
+    for h in 0..kvh {
+        let mut run = parts[h * splits].clone();
+        for p in &parts[h * splits + 1..(h + 1) * splits] {
+            run.merge(p);
         }
+        run.finish(&mut out[h * g * d..(h + 1) * g * d]);
     }
 }
 
@@ -90,44 +70,59 @@ fn attend_group(
 mod tests {
     use super::*;
     use crate::kernels::testutil::Rng;
+    use crate::kv_cache::{KvCache, KvPrecision};
 
-    /// The grouped loop gives exactly what attending head by head gives (same dot kernel).
+    /// Split across the pool or not, every head equals a plain two-pass softmax over its KV
+    /// head (f32 cache).
     #[test]
-    fn grouped_equals_per_head() {
+    fn grouped_and_split_equal_per_head_softmax() {
         let config = serde_json::json!({
             "model_type": "llama", "hidden_size": 96, "intermediate_size": 128,
             "num_hidden_layers": 1, "num_attention_heads": 6, "num_key_value_heads": 2,
-            "vocab_size": 10, "max_position_embeddings": 64, "rms_norm_eps": 1e-6
+            "vocab_size": 10, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6
         });
         let spec = ModelSpec::from_json(std::path::Path::new("config.json"), &config).unwrap();
-        let (d, n) = (16, 37);
+        let d = 16;
         let mut rng = Rng(9);
-        let q = rng.vec(6 * d, 1.0);
-        let keys = rng.vec(n * 2 * d, 1.0);
-        let values = rng.vec(n * 2 * d, 1.0);
-        let mut got = vec![0.0; 6 * d];
-        attend(
-            &spec,
-            &q,
-            &keys,
-            &values,
-            n,
-            &mut got,
-            &mut Vec::new(),
-            true,
-        );
-        for h in 0..6 {
-            let kv = h / 3;
-            let mut sc: Vec<f32> = (0..n)
-                .map(|t| dot(&q[h * d..(h + 1) * d], &keys[t * 2 * d + kv * d..][..d]) * 0.25)
-                .collect();
-            softmax(&mut sc);
-            for i in 0..d {
-                let mut o = 0.0f32;
-                for t in 0..n {
-                    o += sc[t] * values[t * 2 * d + kv * d + i];
+        for n in [1, 37, 1000] {
+            let mut cache = KvCache::new(1, 2, d, n, KvPrecision::F32);
+            let keys = rng.vec(n * 2 * d, 1.0);
+            let values = rng.vec(n * 2 * d, 1.0);
+            for t in 0..n {
+                cache.push(
+                    0,
+                    &keys[t * 2 * d..(t + 1) * 2 * d],
+                    &values[t * 2 * d..(t + 1) * 2 * d],
+                );
+            }
+            let q = rng.vec(6 * d, 1.0);
+            for parallel in [false, true] {
+                let mut got = vec![0.0; 6 * d];
+                attend(&spec, &q, &cache.layer(0), n, &mut got, parallel);
+                for h in 0..6 {
+                    let kv = h / 3;
+                    let dot = |t: usize| -> f32 {
+                        (0..d)
+                            .map(|i| q[h * d + i] * keys[t * 2 * d + kv * d + i])
+                            .sum::<f32>()
+                            * 0.25
+                    };
+                    let sc: Vec<f32> = (0..n).map(dot).collect();
+                    let m = sc.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                    let e: Vec<f32> = sc.iter().map(|x| (x - m).exp()).collect();
+                    let l: f32 = e.iter().sum();
+                    for i in 0..d {
+                        let o: f32 = (0..n)
+                            .map(|t| e[t] * values[t * 2 * d + kv * d + i])
+                            .sum::<f32>()
+                            / l;
+                        let g = got[h * d + i];
+                        assert!(
+                            (g - o).abs() <= 1e-5,
+                            "n={n} parallel={parallel}: {g} vs {o}"
+                        );
+                    }
                 }
-                assert_eq!(got[h * d + i], o);
             }
         }
     }

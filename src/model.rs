@@ -3,7 +3,7 @@
 //! Hugging Face ones, so this file reads side by side with transformers' modeling code.
 
 use crate::attention::attend;
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvPrecision};
 use crate::ops::{add_in_place, rms_norm, rms_norm_in_place, silu_mul};
 use crate::rope::Rope;
 use crate::weights::{Matrix, WeightSource};
@@ -22,6 +22,17 @@ impl Linear {
         self.weight.matvec(x, y);
         if let Some(b) = &self.bias {
             add_in_place(y, b);
+        }
+    }
+
+    /// Several layers applied to the same input, as one job on the worker pool.
+    pub fn forward_group(ls: &[&Linear], x: &[f32], ys: &mut [&mut [f32]]) {
+        let ms: Vec<&Matrix> = ls.iter().map(|l| &l.weight).collect();
+        Matrix::matvec_group(&ms, x, ys);
+        for (l, y) in ls.iter().zip(ys.iter_mut()) {
+            if let Some(b) = &l.bias {
+                add_in_place(y, b);
+            }
         }
     }
 
@@ -184,18 +195,23 @@ impl Model {
         })
     }
 
-    /// A fresh decoding state with room for `context` positions.
+    /// A fresh decoding state with room for `context` positions, its KV cache in the default
+    /// precision (see [`KvPrecision::default_from_env`]).
     pub fn new_state(&self, context: usize) -> State {
+        self.new_state_kv(context, KvPrecision::default_from_env())
+    }
+
+    /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).
+    pub fn new_state_kv(&self, context: usize, precision: KvPrecision) -> State {
         let s = &self.spec;
         State {
-            cache: KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context),
+            cache: KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context, precision),
             x: vec![0.0; s.hidden_size],
             xn: vec![0.0; s.hidden_size],
             q: vec![0.0; s.num_heads * s.head_dim],
             k: vec![0.0; s.num_kv_heads * s.head_dim],
             v: vec![0.0; s.num_kv_heads * s.head_dim],
             attn: vec![0.0; s.num_heads * s.head_dim],
-            scores: Vec::new(),
             gate: vec![0.0; s.intermediate_size],
             up: vec![0.0; s.intermediate_size],
             logits: vec![0.0; s.vocab_size],
@@ -219,9 +235,11 @@ impl Model {
         for (li, layer) in self.layers.iter().enumerate() {
             // Attention block.
             rms_norm(&state.x, &layer.input_norm, eps, &mut state.xn);
-            layer.q_proj.forward(&state.xn, &mut state.q);
-            layer.k_proj.forward(&state.xn, &mut state.k);
-            layer.v_proj.forward(&state.xn, &mut state.v);
+            Linear::forward_group(
+                &[&layer.q_proj, &layer.k_proj, &layer.v_proj],
+                &state.xn,
+                &mut [&mut state.q, &mut state.k, &mut state.v],
+            );
             layer.qk_norm(&mut state.q, &mut state.k, s.head_dim, eps);
             self.rope.apply(&mut state.q, s.head_dim, pos);
             self.rope.apply(&mut state.k, s.head_dim, pos);
@@ -232,8 +250,11 @@ impl Model {
 
             // MLP block (SwiGLU).
             rms_norm(&state.x, &layer.post_attention_norm, eps, &mut state.xn);
-            layer.gate_proj.forward(&state.xn, &mut state.gate);
-            layer.up_proj.forward(&state.xn, &mut state.up);
+            Linear::forward_group(
+                &[&layer.gate_proj, &layer.up_proj],
+                &state.xn,
+                &mut [&mut state.gate, &mut state.up],
+            );
             silu_mul(&mut state.gate, &state.up);
             layer.down_proj.forward(&state.gate, &mut state.xn);
             add_in_place(&mut state.x, &state.xn);
@@ -304,21 +325,17 @@ impl Model {
                 );
             }
             let mut attn = vec![0.0f32; n * q_row];
-            let (keys, values) = state.cache.layer(li);
-            attn.par_chunks_mut(q_row)
-                .enumerate()
-                .for_each_init(Vec::new, |scores, (t, out)| {
-                    attend(
-                        s,
-                        &q[t * q_row..(t + 1) * q_row],
-                        keys,
-                        values,
-                        pos + t + 1,
-                        out,
-                        scores,
-                        false,
-                    )
-                });
+            let kv = state.cache.layer(li);
+            attn.par_chunks_mut(q_row).enumerate().for_each(|(t, out)| {
+                attend(
+                    s,
+                    &q[t * q_row..(t + 1) * q_row],
+                    &kv,
+                    pos + t + 1,
+                    out,
+                    false,
+                )
+            });
             see(li, Site::AttnOut, &attn);
             let o = layer.o_proj.forward_batch(&attn, n);
             add_in_place(&mut x, &o);
@@ -404,15 +421,12 @@ impl Model {
                 crate::kernels::pool::global().run(work.len(), &|b| {
                     let mut g = work[b].lock().unwrap_or_else(|e| e.into_inner());
                     let (out, st) = &mut *g;
-                    let (keys, values) = st.cache.layer(li);
                     attend(
                         s,
                         &q[b * q_row..(b + 1) * q_row],
-                        keys,
-                        values,
+                        &st.cache.layer(li),
                         positions[b] + 1,
                         out,
-                        &mut st.scores,
                         false,
                     )
                 });
@@ -436,17 +450,8 @@ impl Model {
     /// Causal attention of the current query over `n` cached positions; each query head reads
     /// the KV head its group shares (GQA).
     fn attention(&self, state: &mut State, layer: usize, n: usize) {
-        let (keys, values) = state.cache.layer(layer);
-        attend(
-            &self.spec,
-            &state.q,
-            keys,
-            values,
-            n,
-            &mut state.attn,
-            &mut state.scores,
-            true,
-        );
+        let kv = state.cache.layer(layer);
+        attend(&self.spec, &state.q, &kv, n, &mut state.attn, true);
     }
 }
 
@@ -513,7 +518,6 @@ pub struct State {
     k: Vec<f32>,
     v: Vec<f32>,
     attn: Vec<f32>,
-    scores: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
     logits: Vec<f32>,

@@ -187,6 +187,48 @@ impl Matrix {
         });
     }
 
+    /// `ys[i] = ms[i] x` for matrices that read the same input (q/k/v, gate/up): with int8
+    /// activations of one block size, `x` is quantized once and every matrix's row bands go
+    /// to the worker pool as one job (one wake-up and one wait instead of one per matrix).
+    pub fn matvec_group(ms: &[&Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
+        assert_eq!(ms.len(), ys.len());
+        let kernels: Option<Vec<IntKernel>> = ms.iter().map(|m| m.int8_kernel()).collect();
+        let isa = kernels::active();
+        let same = kernels.as_ref().filter(|ks| {
+            ks.windows(2)
+                .all(|w| w[0].block() == w[1].block() && w[0].chunk(isa) == w[1].chunk(isa))
+        });
+        let Some(ks) = same.filter(|_| std::env::var("POCKET_NOGROUP").is_err()) else {
+            for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                m.matvec(x, y);
+            }
+            return;
+        };
+        for (m, y) in ms.iter().zip(ys.iter()) {
+            assert!(x.len() == m.cols && y.len() == m.rows);
+        }
+        let mut a = QuantActs::default();
+        a.quantize(x, ks[0].block(), ks[0].chunk(isa));
+        let pool = kernels::pool::global();
+        let threads = pool.threads();
+        let mut bands: Vec<(usize, usize, std::sync::Mutex<&mut [f32]>)> = Vec::new();
+        for (i, y) in ys.iter_mut().enumerate() {
+            let cols = ms[i].cols;
+            let band = y
+                .len()
+                .div_ceil(threads * 4)
+                .max((16384 / cols.max(1)).max(4));
+            for (b, chunk) in y.chunks_mut(band).enumerate() {
+                bands.push((i, b * band, std::sync::Mutex::new(chunk)));
+            }
+        }
+        pool.run(bands.len(), &|t| {
+            let (i, first, ref out) = bands[t];
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            ks[i].dot_rows(isa, first, &a, &mut out);
+        });
+    }
+
     /// `Y = X Wᵀ` for a batch of `n` activation rows (`x`: n × cols, `y`: n × rows): each
     /// weight row is decoded once and used for the whole batch (prefill, perplexity).
     pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
@@ -249,10 +291,8 @@ impl Matrix {
                     IntKernel::Q4(m) => {
                         kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
                     }
-                    IntKernel::Q8(_) => {
-                        for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
-                            k.dot_rows(isa, first, a, out);
-                        }
+                    IntKernel::Q8(m) => {
+                        kernels::q8::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
                     }
                 }
                 (first, part)
@@ -287,11 +327,7 @@ impl Matrix {
             .collect();
         self.pool_bands(n, y, |first, count, part| match k {
             IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, part),
-            IntKernel::Q8(_) => {
-                for (a, out) in acts.iter().zip(part.chunks_exact_mut(count)) {
-                    k.dot_rows(isa, first, a, out);
-                }
-            }
+            IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(isa, m, first, count, &acts, part),
         });
     }
 

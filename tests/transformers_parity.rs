@@ -2,6 +2,7 @@
 //! fixtures/tiny (made by fixtures/make_fixtures.py, which records transformers' outputs).
 
 use pocket::chat_template::Message;
+use pocket::kv_cache::KvPrecision;
 use pocket::loader::LoadedModel;
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ fn logits_match_transformers_at_every_position() {
         let (m, r) = fixture(name);
         let tokens = ids(&r["logits"]["ids"]);
         let expected = r["logits"]["values"].as_array().unwrap();
-        let mut state = m.model.new_state(256);
+        let mut state = m.model.new_state_kv(256, KvPrecision::F32);
         let mut worst = 0.0f32;
         for (pos, &t) in tokens.iter().enumerate() {
             let logits = m.model.step(&mut state, t, true).unwrap().unwrap();
@@ -100,12 +101,12 @@ fn kv_cache_reuse_equals_a_fresh_run() {
     // Truncating the cache and re-running the tail must give the logits of a fresh run.
     let (m, r) = fixture("qwen3-tiny");
     let tokens = ids(&r["logits"]["ids"]);
-    let mut fresh = m.model.new_state(64);
+    let mut fresh = m.model.new_state_kv(64, KvPrecision::F32);
     let mut want = Vec::new();
     for &t in &tokens {
         want = m.model.step(&mut fresh, t, true).unwrap().unwrap().to_vec();
     }
-    let mut reused = m.model.new_state(64);
+    let mut reused = m.model.new_state_kv(64, KvPrecision::F32);
     for &t in &tokens {
         m.model.step(&mut reused, t, false).unwrap();
     }
@@ -129,7 +130,7 @@ fn batched_forward_matches_transformers() {
         let (m, r) = fixture(name);
         let tokens = ids(&r["logits"]["ids"]);
         let expected = r["logits"]["values"].as_array().unwrap();
-        let mut state = m.model.new_state(256);
+        let mut state = m.model.new_state_kv(256, KvPrecision::F32);
         // Two chunks, so the second attends over a cache the first filled.
         let mut got = m
             .model

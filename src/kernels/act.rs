@@ -27,6 +27,11 @@ pub const PAD: usize = 16;
 impl QuantActs {
     /// Quantizes `x` in blocks of `block`; `chunk` (0 for none) also fills [`QuantActs::perm`].
     pub fn quantize(&mut self, x: &[f32], block: usize, chunk: usize) {
+        self.quantize_isa(super::active(), x, block, chunk)
+    }
+
+    /// [`QuantActs::quantize`] with the kernels of `isa` (every path gives identical bits).
+    pub fn quantize_isa(&mut self, isa: super::Isa, x: &[f32], block: usize, chunk: usize) {
         assert!(block > 0 && x.len() % block == 0);
         let nb = x.len() / block;
         self.cols = x.len();
@@ -37,24 +42,24 @@ impl QuantActs {
         self.scale.resize(nb + PAD, 0.0);
         self.scaled_sum.clear();
         self.scaled_sum.resize(nb + PAD, 0.0);
-        for (b, (xs, qs)) in x
-            .chunks_exact(block)
-            .zip(self.q.chunks_exact_mut(block))
-            .enumerate()
-        {
-            let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let scale = amax / 127.0;
-            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-            let mut sum = 0i32;
-            for (q, &v) in qs.iter_mut().zip(xs) {
-                // `round` is half away from zero, as llama.cpp's roundf; |v·inv| ≤ 127.
-                let r = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                *q = r;
-                sum += r as i32;
-            }
-            self.scale[b] = scale;
-            self.scaled_sum[b] = scale * sum as f32;
+        #[cfg(target_arch = "x86_64")]
+        if isa >= super::Isa::Avx512 && super::detect() >= super::Isa::Avx512 && block % 16 == 0 {
+            // SAFETY: AVX-512 F/BW are present (checked just above); `q` has x.len() entries
+            // and the per-block arrays nb + PAD.
+            unsafe {
+                super::x86::act_avx512::quantize(
+                    x,
+                    block,
+                    &mut self.q,
+                    &mut self.scale,
+                    &mut self.scaled_sum,
+                )
+            };
+        } else {
+            quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
         if chunk > 0 {
             self.perm.resize(x.len(), 0);
             let mut start = 0;
@@ -84,6 +89,34 @@ impl QuantActs {
     }
 }
 
+/// The scalar twin of the per-block quantization (the definition).
+pub fn quantize_scalar(
+    x: &[f32],
+    block: usize,
+    q: &mut [i8],
+    scale: &mut [f32],
+    scaled_sum: &mut [f32],
+) {
+    for (b, (xs, qs)) in x
+        .chunks_exact(block)
+        .zip(q.chunks_exact_mut(block))
+        .enumerate()
+    {
+        let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let s = amax / 127.0;
+        let inv = if s > 0.0 { 1.0 / s } else { 0.0 };
+        let mut sum = 0i32;
+        for (q, &v) in qs.iter_mut().zip(xs) {
+            // `round` is half away from zero, as llama.cpp's roundf; |v·inv| ≤ 127.
+            let r = (v * inv).round().clamp(-127.0, 127.0) as i8;
+            *q = r;
+            sum += r as i32;
+        }
+        scale[b] = s;
+        scaled_sum[b] = s * sum as f32;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +143,33 @@ mod tests {
         assert_eq!(a.perm[64], a.q[1]);
         assert_eq!(a.perm[256], a.q[256]);
         assert_eq!(a.perm[256 + 32], a.q[257]);
+    }
+
+    /// The SIMD quantizer is bit-identical to the scalar twin, ties and extremes included.
+    #[test]
+    fn simd_matches_the_scalar_twin() {
+        let mut rng = Rng(8);
+        for block in [32, 64, 128] {
+            let mut x = rng.vec(block * 7, 3.0);
+            // Exact halves after scaling: amax 127 makes the scale 1.
+            x[0] = 127.0;
+            x[1] = 2.5;
+            x[2] = -2.5;
+            x[3] = 0.5;
+            x[4] = -0.5;
+            x[block..2 * block].fill(0.0);
+            let nb = x.len() / block;
+            let (mut q, mut s, mut ss) = (vec![0i8; x.len()], vec![0.0; nb], vec![0.0; nb]);
+            quantize_scalar(&x, block, &mut q, &mut s, &mut ss);
+            assert_eq!(&q[1..5], &[3, -3, 1, -1]);
+            for isa in crate::kernels::available() {
+                let mut a = QuantActs::default();
+                a.quantize_isa(isa, &x, block, 0);
+                assert_eq!(a.q, q, "{isa:?}");
+                assert_eq!(&a.scale[..nb], &s[..], "{isa:?}");
+                assert_eq!(&a.scaled_sum[..nb], &ss[..], "{isa:?}");
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! avx512` (or [`force`]) caps it, so tests and benchmarks can run every path on one machine.
 
 pub mod act;
+pub mod attn;
 pub mod dot;
 pub mod f32_tile;
 pub mod pool;
@@ -82,9 +83,6 @@ pub fn detect() -> Isa {
 static ACTIVE: AtomicU8 = AtomicU8::new(0);
 
 /// The instruction set kernels use: the detected one, capped by `POCKET_ISA` or [`force`].
-///
-/// AVX-512 is used only when asked for (`POCKET_ISA=avx512`): the machine these kernels were
-/// written on has no AVX-512, so that path has not been run against its scalar twin yet.
 pub fn active() -> Isa {
     match ACTIVE.load(Ordering::Relaxed) {
         0 => {
@@ -92,7 +90,7 @@ pub fn active() -> Isa {
             let isa = std::env::var("POCKET_ISA")
                 .ok()
                 .and_then(|v| Isa::parse(&v))
-                .map_or(best.min(Isa::Avx2), |cap| cap.min(best));
+                .map_or(best, |cap| cap.min(best));
             ACTIVE.store(isa as u8, Ordering::Relaxed);
             isa
         }
@@ -146,13 +144,11 @@ pub fn set_activations(a: Activations) {
     );
 }
 
-/// Every instruction set this CPU can run, for tests that compare them. AVX-512 joins only
-/// with `POCKET_TEST_AVX512=1` until it has been verified on such a machine (see [`active`]).
+/// Every instruction set this CPU can run, for tests that compare them.
 pub fn available() -> Vec<Isa> {
-    let avx512 = std::env::var("POCKET_TEST_AVX512").is_ok_and(|v| v == "1");
     [Isa::Scalar, Isa::Avx2, Isa::Avx512]
         .into_iter()
-        .filter(|&i| i <= detect() && (i != Isa::Avx512 || avx512))
+        .filter(|&i| i <= detect())
         .collect()
 }
 

@@ -114,6 +114,16 @@ pub fn dot_rows_tokens(
     assert!(first + count <= w.rows && out.len() == acts.len() * count);
     assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
     #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512
+        && simd_fits(w)
+        && acts.iter().all(|a| a.chunk == 128)
+        && super::detect() >= Isa::Avx512
+    {
+        // SAFETY: AVX-512 F/BW/VL/VNNI, FMA and F16C are present (checked just above); the
+        // shapes, block, activation layout and output length were checked above and by `check`.
+        return unsafe { super::x86::q4_avx512::dot_rows_tokens(w, first, count, acts, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if isa == Isa::Avx2
         && simd_fits(w)
         && acts.iter().all(|a| a.chunk == 64)

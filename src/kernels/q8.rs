@@ -48,6 +48,29 @@ pub fn dot_rows(isa: Isa, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f3
     }
 }
 
+/// Many tokens at once (prefill, batched decode): `out[t·count + i] = row(first + i) · x_t`.
+pub fn dot_rows_tokens(
+    isa: Isa,
+    w: &Q8Matrix,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    w.check();
+    assert!(first + count <= w.rows && out.len() == acts.len() * count);
+    assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512 && w.block % 64 == 0 && super::detect() >= Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+        // shapes, blocks and lengths were checked by `check` and the assertions.
+        return unsafe { super::x86::q8_avx512::dot_rows_tokens(w, first, count, acts, out) };
+    }
+    for (a, o) in acts.iter().zip(out.chunks_exact_mut(count)) {
+        dot_rows(isa, w, first, a, o);
+    }
+}
+
 /// The scalar twin.
 pub fn dot_rows_scalar(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     let (cols, block) = (w.cols, w.block);
@@ -104,7 +127,26 @@ mod tests {
                 let f: f32 = row.iter().zip(&xd).map(|(a, b)| a * b).sum();
                 assert!((f - want[r]).abs() <= 1e-4 * (1.0 + f.abs()));
             }
+            let xs: Vec<Vec<f32>> = (0..6).map(|_| rng.vec(cols, 2.0)).collect();
+            let acts: Vec<QuantActs> = xs
+                .iter()
+                .map(|x| {
+                    let mut a = QuantActs::default();
+                    a.quantize(x, 64, 0);
+                    a
+                })
+                .collect();
             for isa in crate::kernels::available() {
+                // Several tokens at once against the twin, token by token.
+                let mut got = vec![0.0; 6 * (rows - 1)];
+                dot_rows_tokens(isa, &w, 1, rows - 1, &acts, &mut got);
+                for (t, a) in acts.iter().enumerate() {
+                    let mut e = vec![0.0; rows - 1];
+                    dot_rows_scalar(&w, 1, a, &mut e);
+                    for (g, e) in got[t * (rows - 1)..(t + 1) * (rows - 1)].iter().zip(&e) {
+                        assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} batched");
+                    }
+                }
                 let mut got = vec![0.0; rows - 1];
                 dot_rows(isa, &w, 1, &a, &mut got);
                 for (g, e) in got.iter().zip(&want[1..]) {

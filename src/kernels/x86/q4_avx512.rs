@@ -1,35 +1,46 @@
-//! Q4 × int8 rows with AVX-512 VNNI: 64 code bytes (128 weights) per step, `vpdpbusd` of the
-//! high and low nibbles against the even and odd activations, one float scale per 8-lane group.
+//! Q4 × int8 with AVX-512 VNNI: 64 code bytes (128 weights) per step, `vpdpbusd` of the high
+//! and low nibbles against the even and odd activations, one float scale per 8-lane group.
+//!
+//! One register tile of up to 4 rows × 4 tokens serves both decode (one token, four rows
+//! sharing every activation load) and prefill (each unpacked chunk of codes used by four
+//! tokens). A row width that is an odd multiple of 64 ends in a half chunk, loaded masked.
 
 use crate::kernels::act::QuantActs;
 use crate::kernels::q4::Q4Matrix;
 use std::arch::x86_64::*;
 
+/// Rows and tokens per register tile: 16 accumulators, 8 unpacked code vectors.
+const TILE_ROWS: usize = 4;
+const TILE_TOKENS: usize = 4;
+/// Tokens whose activations stay in L1 while every row group of a band passes over them.
+const TOKEN_BLOCK: usize = 16;
+/// How far ahead (in rows) the single-token kernel prefetches codes and parameters.
+const PREFETCH_ROWS: usize = 16;
+
 /// Lane k of a 128-weight step covers weights 8k..8k+8: its block is `8k / block`.
-unsafe fn lane_blocks(block: usize) -> (__m512i, __m256i) {
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn lane_blocks(block: usize) -> __m512i {
     let mut idx = [0i32; 16];
     for (k, v) in idx.iter_mut().enumerate() {
         *v = (8 * k / block) as i32;
     }
-    // SAFETY: `idx` holds 16 i32 (64 bytes) and the first 8 (32 bytes).
-    (
-        _mm512_loadu_si512(idx.as_ptr() as *const _),
-        _mm256_loadu_si256(idx.as_ptr() as *const _),
-    )
+    // SAFETY: `idx` holds 16 i32 (64 bytes).
+    _mm512_loadu_si512(idx.as_ptr() as *const _)
 }
 
-/// Per-block combined scales `s·sx` into `cs` (length ≥ nb + 16) and returns
-/// `Σ_b (z_b − 8·s_b)·sx_b·Σxq_b` for row `r`.
+/// Row `r`'s per-block `scale` and `zero − 8·scale` as f32 into `s_out` and `m_out` (each
+/// with room for `nb + 16`; entries past `nb` are zero, so vector loads past the end and the
+/// masked half chunk add nothing).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) -> f32 {
+unsafe fn row_params(w: &Q4Matrix, r: usize, s_out: &mut [f32], m_out: &mut [f32]) {
     let nb = w.cols / w.block;
     let pb = if w.sym { 2 } else { 4 };
     let params = w.params.as_ptr().add(r * nb * pb);
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     let eight = _mm512_set1_ps(8.0);
-    let mut corr = _mm512_setzero_ps();
     let mut b = 0;
     while b < nb {
         let k = ((1u32 << (nb - b).min(16)) - 1) as __mmask16;
@@ -47,14 +58,113 @@ unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) ->
                 _mm512_permutex2var_ps(lo, odd, hi),
             )
         };
-        // SAFETY: the activation arrays and `cs` are padded by 16 past the last block.
-        let sx = _mm512_loadu_ps(a.scale.as_ptr().add(b));
-        let xs = _mm512_loadu_ps(a.scaled_sum.as_ptr().add(b));
-        _mm512_storeu_ps(cs.as_mut_ptr().add(b), _mm512_maskz_mul_ps(k, s, sx));
-        corr = _mm512_mask3_fmadd_ps(_mm512_fnmadd_ps(eight, s, z), xs, corr, k);
+        // SAFETY: both outputs have room for nb + 16 entries and b < nb; masked-off lanes
+        // are zero, so the entries past nb stay zero.
+        _mm512_storeu_ps(s_out.as_mut_ptr().add(b), s);
+        _mm512_storeu_ps(m_out.as_mut_ptr().add(b), _mm512_fnmadd_ps(eight, s, z));
         b += 16;
     }
-    _mm512_reduce_add_ps(corr)
+}
+
+/// `Σ_b m_b · scaled_sum_b`: the zero-point correction of one row against one token.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn correction(m: *const f32, a: &QuantActs, nb: usize) -> f32 {
+    let mut acc = _mm512_setzero_ps();
+    let mut b = 0;
+    while b < nb {
+        // SAFETY: `m` and `a.scaled_sum` both have 16 entries of room past `nb`, zero in `m`.
+        acc = _mm512_fmadd_ps(
+            _mm512_loadu_ps(m.add(b)),
+            _mm512_loadu_ps(a.scaled_sum.as_ptr().add(b)),
+            acc,
+        );
+        b += 16;
+    }
+    _mm512_reduce_add_ps(acc)
+}
+
+/// Per-row scratch: f32 scales and zero-point terms, `stride` floats per row.
+struct Scratch {
+    s: Vec<f32>,
+    m: Vec<f32>,
+    stride: usize,
+}
+
+impl Scratch {
+    fn new(nb: usize) -> Self {
+        let stride = nb + 16;
+        Scratch {
+            s: vec![0.0; TILE_ROWS * stride],
+            m: vec![0.0; TILE_ROWS * stride],
+            stride,
+        }
+    }
+}
+
+/// Sets up rows `first..first + nr` in `sc` and returns the tile that reads them.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+unsafe fn prepare(w: &Q4Matrix, first: usize, nr: usize, sc: &mut Scratch, idx: __m512i) -> Tile {
+    let mut codes = [w.codes.as_ptr(); TILE_ROWS];
+    let st = sc.stride;
+    for j in 0..nr {
+        let r = first + j;
+        row_params(
+            w,
+            r,
+            &mut sc.s[j * st..(j + 1) * st],
+            &mut sc.m[j * st..(j + 1) * st],
+        );
+        codes[j] = w.codes.as_ptr().add(r * w.cols / 2);
+    }
+    Tile {
+        codes,
+        s: sc.s.as_ptr(),
+        stride: st,
+        cols: w.cols,
+        block: w.block,
+        idx,
+    }
+}
+
+/// Runs the tile for `nr` rows × `ts.len()` tokens; `store(j, t, value)` receives each sum
+/// including the zero-point correction.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+unsafe fn run_tile(
+    tile: &Tile,
+    sc: &Scratch,
+    nr: usize,
+    ts: &[QuantActs],
+    nb: usize,
+    mut store: impl FnMut(usize, usize, f32),
+) {
+    // Fixed tile sizes compile to straight-line code with the sums in registers.
+    let acc = match (nr, ts.len()) {
+        (4, 4) => tile.run::<4, 4>(ts),
+        (4, 3) => tile.run::<4, 3>(ts),
+        (4, 2) => tile.run::<4, 2>(ts),
+        (4, _) => tile.run::<4, 1>(ts),
+        (3, 4) => tile.run::<3, 4>(ts),
+        (3, 3) => tile.run::<3, 3>(ts),
+        (3, 2) => tile.run::<3, 2>(ts),
+        (3, _) => tile.run::<3, 1>(ts),
+        (2, 4) => tile.run::<2, 4>(ts),
+        (2, 3) => tile.run::<2, 3>(ts),
+        (2, 2) => tile.run::<2, 2>(ts),
+        (2, _) => tile.run::<2, 1>(ts),
+        (_, 4) => tile.run::<1, 4>(ts),
+        (_, 3) => tile.run::<1, 3>(ts),
+        (_, 2) => tile.run::<1, 2>(ts),
+        _ => tile.run::<1, 1>(ts),
+    };
+    for j in 0..nr {
+        let m = sc.m.as_ptr().add(j * sc.stride);
+        for (t, a) in ts.iter().enumerate() {
+            store(j, t, acc[j][t] + correction(m, a, nb));
+        }
+    }
 }
 
 /// # Safety
@@ -63,46 +173,145 @@ unsafe fn block_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) ->
 /// `first + y.len() <= w.rows`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
 pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
-    let (cols, block) = (w.cols, w.block);
-    let nb = cols / block;
-    let mut cs = vec![0.0f32; nb + 16];
-    let (idx, idx8) = lane_blocks(block);
-    let mask = _mm512_set1_epi8(0x0F);
-    let mask8 = _mm256_set1_epi8(0x0F);
-    let full = cols / 128;
-    let perm = a.perm.as_ptr();
-    for (i, out) in y.iter_mut().enumerate() {
-        let r = first + i;
-        let corr = block_scales(w, r, a, &mut cs);
-        let codes = w.codes.as_ptr().add(r * cols / 2);
-        let mut acc = _mm512_setzero_ps();
-        for c in 0..full {
-            // SAFETY: chunk c's 64 code bytes and 128 activations lie inside the row.
-            let v = _mm512_loadu_si512(codes.add(c * 64) as *const _);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
-            let lo = _mm512_and_si512(v, mask);
-            let xe = _mm512_loadu_si512(perm.add(c * 128) as *const _);
-            let xo = _mm512_loadu_si512(perm.add(c * 128 + 64) as *const _);
-            let d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, xe);
-            let d = _mm512_dpbusd_epi32(d, lo, xo);
-            let sc = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(cs.as_ptr().add(c * 128 / block)));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc);
+    let nb = w.cols / w.block;
+    let mut sc = Scratch::new(nb);
+    let idx = lane_blocks(w.block);
+    let ts = std::slice::from_ref(a);
+    let row_bytes = w.cols / 2;
+    let pb = if w.sym { 2 } else { 4 };
+    let end = (first + y.len()) * row_bytes;
+    let pend = (first + y.len()) * nb * pb;
+    let mut i = 0;
+    while i < y.len() {
+        let nr = TILE_ROWS.min(y.len() - i);
+        // Decode streams the weights from memory once: ask for the rows PREFETCH_ROWS ahead
+        // now, so their loads overlap this group's arithmetic.
+        let from = (first + i + PREFETCH_ROWS) * row_bytes;
+        let mut at = from;
+        while at < (from + nr * row_bytes).min(end) {
+            _mm_prefetch::<_MM_HINT_T0>(w.codes.as_ptr().add(at) as *const i8);
+            at += 64;
         }
-        let mut total = _mm512_reduce_add_ps(acc) + corr;
-        if cols % 128 != 0 {
-            // The last 64 weights (32 code bytes, activations as [evens 32, odds 32]).
-            let v = _mm256_loadu_si256(codes.add(full * 64) as *const _);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask8);
-            let lo = _mm256_and_si256(v, mask8);
-            let xe = _mm256_loadu_si256(perm.add(full * 128) as *const _);
-            let xo = _mm256_loadu_si256(perm.add(full * 128 + 32) as *const _);
-            let d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi, xe);
-            let d = _mm256_dpbusd_epi32(d, lo, xo);
-            let sc =
-                _mm256_permutexvar_ps(idx8, _mm256_loadu_ps(cs.as_ptr().add(full * 128 / block)));
-            let p = _mm256_mul_ps(_mm256_cvtepi32_ps(d), sc);
-            total += _mm512_reduce_add_ps(_mm512_zextps256_ps512(p));
+        let pfrom = (first + i + PREFETCH_ROWS) * nb * pb;
+        let mut at = pfrom;
+        while at < (pfrom + nr * nb * pb).min(pend) {
+            _mm_prefetch::<_MM_HINT_T0>(w.params.as_ptr().add(at) as *const i8);
+            at += 64;
         }
-        *out = total;
+        let tile = prepare(w, first + i, nr, &mut sc, idx);
+        run_tile(&tile, &sc, nr, ts, nb, |j, _, v| y[i + j] = v);
+        i += nr;
+    }
+}
+
+/// Batched rows: `out[t·count + i] = row(first + i) · x_t`.
+///
+/// # Safety
+/// As [`dot_rows`], with every `acts[t]` quantized with the matrix's block and chunk 128,
+/// `first + count <= w.rows` and `out.len() == acts.len() · count`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn dot_rows_tokens(
+    w: &Q4Matrix,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    let nb = w.cols / w.block;
+    let mut sc = Scratch::new(nb);
+    let idx = lane_blocks(w.block);
+    let mut tb = 0;
+    while tb < acts.len() {
+        let tb_end = (tb + TOKEN_BLOCK).min(acts.len());
+        let mut i = 0;
+        while i < count {
+            let nr = TILE_ROWS.min(count - i);
+            let tile = prepare(w, first + i, nr, &mut sc, idx);
+            let mut t0 = tb;
+            while t0 < tb_end {
+                let nt = TILE_TOKENS.min(tb_end - t0);
+                run_tile(&tile, &sc, nr, &acts[t0..t0 + nt], nb, |j, t, v| {
+                    out[(t0 + t) * count + i + j] = v
+                });
+                t0 += nt;
+            }
+            i += nr;
+        }
+        tb = tb_end;
+    }
+}
+
+/// One register tile: up to `TILE_ROWS` rows × `TILE_TOKENS` tokens.
+struct Tile {
+    codes: [*const u8; TILE_ROWS],
+    /// Row scales (f32 per block), `stride` apart per row.
+    s: *const f32,
+    stride: usize,
+    cols: usize,
+    block: usize,
+    idx: __m512i,
+}
+
+impl Tile {
+    /// `sums[j][t]`: row j · token t without the zero-point correction.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL/VNNI; `R` rows set up by `prepare`, `T == ts.len()` tokens quantized
+    /// with chunk 128.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+    unsafe fn run<const R: usize, const T: usize>(
+        &self,
+        ts: &[QuantActs],
+    ) -> [[f32; TILE_TOKENS]; TILE_ROWS] {
+        let mask = _mm512_set1_epi8(0x0F);
+        let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
+        let mut acc = [[_mm512_setzero_ps(); T]; R];
+        let full = self.cols / 128;
+        let half = self.cols % 128 != 0;
+        let steps = full + half as usize;
+        for c in 0..steps {
+            // The half chunk at the end: 32 code bytes, activations as [evens 32, odds 32].
+            let (kc, kx, xo_off) = if c < full {
+                (!0u64, !0u64, 64)
+            } else {
+                (0xFFFF_FFFFu64, 0xFFFF_FFFFu64, 32)
+            };
+            let base = c * 128 / self.block;
+            let mut hi = [_mm512_setzero_si512(); R];
+            let mut lo = [_mm512_setzero_si512(); R];
+            let mut srow = [_mm512_setzero_ps(); R];
+            for j in 0..R {
+                // SAFETY: the mask keeps the load inside row j's codes for this chunk.
+                let v = _mm512_maskz_loadu_epi8(kc, self.codes[j].add(c * 64) as *const i8);
+                hi[j] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+                lo[j] = _mm512_and_si512(v, mask);
+                // SAFETY: row scales have 16 zero entries of room past the last block.
+                let sj = _mm512_loadu_ps(self.s.add(j * self.stride + base));
+                srow[j] = _mm512_permutexvar_ps(self.idx, sj);
+            }
+            for (t, a) in ts.iter().enumerate() {
+                let p = a.perm.as_ptr().add(c * 128);
+                // SAFETY: the masks keep the loads inside token t's activations.
+                let xe = _mm512_maskz_loadu_epi8(kx, p);
+                let xo = _mm512_maskz_loadu_epi8(kx, p.add(xo_off));
+                // SAFETY: `a.scale` has 16 entries of room past the last block.
+                let sx =
+                    _mm512_permutexvar_ps(self.idx, _mm512_loadu_ps(a.scale.as_ptr().add(base)));
+                for j in 0..R {
+                    let d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[j], xe);
+                    let d = _mm512_dpbusd_epi32(d, lo[j], xo);
+                    let s = _mm512_mul_ps(srow[j], sx);
+                    acc[j][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), s, acc[j][t]);
+                }
+            }
+        }
+        let mut sums = [[0.0f32; TILE_TOKENS]; TILE_ROWS];
+        for j in 0..R {
+            for t in 0..T {
+                sums[j][t] = _mm512_reduce_add_ps(acc[j][t]);
+            }
+        }
+        sums
     }
 }
