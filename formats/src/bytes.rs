@@ -28,19 +28,6 @@ impl ByteView {
         // model files it reads; like every mmap-based loader we rely on other processes not
         // truncating the file while it is mapped.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| FormatError::io(path, e))?;
-        let map = if std::env::var("POCKET_LOAD").is_ok_and(|v| v == "copy") {
-            let mut anon = memmap2::MmapOptions::new()
-                .len(map.len().max(1))
-                .map_anon()
-                .map_err(|e| FormatError::io(path, e))?;
-            #[cfg(target_os = "linux")]
-            let _ = anon.advise(memmap2::Advice::HugePage);
-            anon[..map.len()].copy_from_slice(&map);
-            anon.make_read_only()
-                .map_err(|e| FormatError::io(path, e))?
-        } else {
-            map
-        };
         let len = map.len();
         Ok(ByteView {
             map: Arc::new(map),
