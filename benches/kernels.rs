@@ -52,6 +52,22 @@ fn bench(c: &mut Criterion) {
             block: 64,
             sym: false,
         };
+        // The tied embedding / head's recipe: symmetric, block 32.
+        let opt_s = codec::Options {
+            block: 32,
+            sym: true,
+            ..opt
+        };
+        let bytes_s = codec::quantize(&w, rows, cols, opt_s).bytes;
+        let (codes_s, params_s) = codec::planes(&bytes_s, rows, cols);
+        let ms = q4::Q4Matrix {
+            codes: codes_s,
+            params: params_s,
+            rows,
+            cols,
+            block: 32,
+            sym: true,
+        };
         let (b8, _) = codec8::quantize(&w, rows, cols, 64);
         let (c8, s8) = b8.split_at(rows * cols);
         let m8 = q8::Q8Matrix {
@@ -69,6 +85,10 @@ fn bench(c: &mut Criterion) {
             a.quantize(&x, 64, q4::act_chunk(isa));
             g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
                 b.iter(|| q4::dot_rows(isa, &m, 0, &a, &mut y))
+            });
+            a.quantize(&x, 32, q4::act_chunk(isa));
+            g.bench_function(format!("q4s_b32_{}", isa.name()), |b| {
+                b.iter(|| q4::dot_rows(isa, &ms, 0, &a, &mut y))
             });
             a.quantize(&x, 64, 0);
             g.bench_function(format!("q8_b64_{}", isa.name()), |b| {

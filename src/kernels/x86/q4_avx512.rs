@@ -176,7 +176,6 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
     let nb = w.cols / w.block;
     let mut sc = Scratch::new(nb);
     let idx = lane_blocks(w.block);
-    let ts = std::slice::from_ref(a);
     let row_bytes = w.cols / 2;
     let pb = if w.sym { 2 } else { 4 };
     let end = (first + y.len()) * row_bytes;
@@ -198,10 +197,72 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
             _mm_prefetch::<_MM_HINT_T0>(w.params.as_ptr().add(at) as *const i8);
             at += 64;
         }
-        let tile = prepare(w, first + i, nr, &mut sc, idx);
-        run_tile(&tile, &sc, nr, ts, nb, |j, _, v| y[i + j] = v);
+        let mut codes = [w.codes.as_ptr(); TILE_ROWS];
+        let mut corr = [0.0f32; TILE_ROWS];
+        for j in 0..nr {
+            let r = first + i + j;
+            corr[j] = row_scales(w, r, a, &mut sc.s[j * sc.stride..(j + 1) * sc.stride]);
+            codes[j] = w.codes.as_ptr().add(r * row_bytes);
+        }
+        let tile = Tile {
+            codes,
+            s: sc.s.as_ptr(),
+            stride: sc.stride,
+            cols: w.cols,
+            block: w.block,
+            idx,
+        };
+        let acc = match nr {
+            4 => tile.run1::<4>(a),
+            3 => tile.run1::<3>(a),
+            2 => tile.run1::<2>(a),
+            _ => tile.run1::<1>(a),
+        };
+        for j in 0..nr {
+            y[i + j] = acc[j] + corr[j];
+        }
         i += nr;
     }
+}
+
+/// Decode's per-row set-up: the combined scales `s·sx` per block into `cs` (room for
+/// `nb + 16`, zeros past `nb`), and the row's zero-point correction `Σ_b m_b·sx_b·Σxq_b`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+unsafe fn row_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) -> f32 {
+    let nb = w.cols / w.block;
+    let pb = if w.sym { 2 } else { 4 };
+    let params = w.params.as_ptr().add(r * nb * pb);
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    let eight = _mm512_set1_ps(8.0);
+    let mut corr = _mm512_setzero_ps();
+    let mut b = 0;
+    while b < nb {
+        let k = ((1u32 << (nb - b).min(16)) - 1) as __mmask16;
+        let (z, s) = if w.sym {
+            // SAFETY: the mask limits the load to this row's remaining scales.
+            let raw = _mm256_maskz_loadu_epi16(k, params.add(b * 2) as *const i16);
+            (_mm512_setzero_ps(), _mm512_cvtph_ps(raw))
+        } else {
+            // SAFETY: as above, one 32-bit (zero, scale) pair per lane.
+            let raw = _mm512_maskz_loadu_epi32(k, params.add(b * 4) as *const i32);
+            let lo = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));
+            let hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(raw));
+            (
+                _mm512_permutex2var_ps(lo, even, hi),
+                _mm512_permutex2var_ps(lo, odd, hi),
+            )
+        };
+        // SAFETY: the activation arrays have 16 entries of room past the last block (zeros)
+        // and `cs` nb + 16; masked-off lanes of `s` and `z` are zero.
+        let sx = _mm512_loadu_ps(a.scale.as_ptr().add(b));
+        let xs = _mm512_loadu_ps(a.scaled_sum.as_ptr().add(b));
+        _mm512_storeu_ps(cs.as_mut_ptr().add(b), _mm512_mul_ps(s, sx));
+        corr = _mm512_fmadd_ps(_mm512_fnmadd_ps(eight, s, z), xs, corr);
+        b += 16;
+    }
+    _mm512_reduce_add_ps(corr)
 }
 
 /// Batched rows: `out[t·count + i] = row(first + i) · x_t`.
@@ -253,6 +314,47 @@ struct Tile {
 }
 
 impl Tile {
+    /// Decode: rows j · one token without the zero-point correction, with `s` holding the
+    /// combined scales `s·sx` (see [`row_scales`]); each activation chunk is loaded once for
+    /// all `R` rows.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL/VNNI; `R` rows set up by `dot_rows`, `a` quantized with chunk 128.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+    unsafe fn run1<const R: usize>(&self, a: &QuantActs) -> [f32; TILE_ROWS] {
+        let mask = _mm512_set1_epi8(0x0F);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let full = self.cols / 128;
+        let steps = full + (self.cols % 128 != 0) as usize;
+        for c in 0..steps {
+            let (k, xo_off) = if c < full { (!0u64, 64) } else { (0xFFFF_FFFFu64, 32) };
+            let base = c * 128 / self.block;
+            let p = a.perm.as_ptr().add(c * 128);
+            // SAFETY: the masks keep the loads inside the activations and row j's codes.
+            let xe = _mm512_maskz_loadu_epi8(k, p);
+            let xo = _mm512_maskz_loadu_epi8(k, p.add(xo_off));
+            for j in 0..R {
+                let v = _mm512_maskz_loadu_epi8(k, self.codes[j].add(c * 64) as *const i8);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+                let lo = _mm512_and_si512(v, mask);
+                let d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, xe);
+                let d = _mm512_dpbusd_epi32(d, lo, xo);
+                // SAFETY: the combined scales have 16 zero entries of room past the last block.
+                let sc = _mm512_permutexvar_ps(
+                    self.idx,
+                    _mm512_loadu_ps(self.s.add(j * self.stride + base)),
+                );
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, acc[j]);
+            }
+        }
+        let mut sums = [0.0f32; TILE_ROWS];
+        for j in 0..R {
+            sums[j] = _mm512_reduce_add_ps(acc[j]);
+        }
+        sums
+    }
+
     /// `sums[j][t]`: row j · token t without the zero-point correction.
     ///
     /// # Safety
