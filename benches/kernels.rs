@@ -7,7 +7,7 @@
 //! `cargo bench --bench kernels`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use pocket::kernels::{self, act::QuantActs, q4, q8, Isa};
+use pocket::kernels::{self, act::QuantActs, q4, q4_packed, q8, Isa};
 use pocket_formats::quant::q4 as codec;
 use pocket_formats::quant::q8 as codec8;
 use pocket_formats::quant::search::Method;
@@ -86,6 +86,22 @@ fn bench(c: &mut Criterion) {
             g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
                 b.iter(|| q4::dot_rows(isa, &m, 0, &a, &mut y))
             });
+            if isa == Isa::Avx512 {
+                let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
+                a.quantize(&x, 64, q4_packed::ACT_CHUNK);
+                g.bench_function("q4a_b64_packed16_avx512-vnni", |b| {
+                    b.iter(|| {
+                        q4_packed::dot_rows_tokens(
+                            isa,
+                            &packed,
+                            0,
+                            rows,
+                            std::slice::from_ref(&a),
+                            &mut y,
+                        )
+                    })
+                });
+            }
             a.quantize(&x, 32, q4::act_chunk(isa));
             g.bench_function(format!("q4s_b32_{}", isa.name()), |b| {
                 b.iter(|| q4::dot_rows(isa, &ms, 0, &a, &mut y))
@@ -112,6 +128,20 @@ fn bench(c: &mut Criterion) {
             g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
                 b.iter(|| q4::dot_rows_tokens(isa, &m, 0, rows, &acts, &mut out))
             });
+            if isa == Isa::Avx512 {
+                let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
+                let acts: Vec<QuantActs> = xs
+                    .chunks_exact(cols)
+                    .map(|x| {
+                        let mut a = QuantActs::default();
+                        a.quantize(x, 64, q4_packed::ACT_CHUNK);
+                        a
+                    })
+                    .collect();
+                g.bench_function("q4a_b64_packed16_avx512-vnni", |b| {
+                    b.iter(|| q4_packed::dot_rows_tokens(isa, &packed, 0, rows, &acts, &mut out))
+                });
+            }
         }
         g.finish();
     }

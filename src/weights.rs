@@ -5,6 +5,7 @@
 //! The kernels here are the scalar reference: decode a row with the codec's own definition
 //! (`pocket_formats::quant`), then a dot product.
 
+use crate::kernels::q4_packed::{self, PackedQ4};
 use crate::kernels::{self, act::QuantActs, q4::Q4Matrix, q8::Q8Matrix, Activations, Isa};
 use crate::Error;
 use pocket_formats::bytes::ByteView;
@@ -34,6 +35,9 @@ pub struct Matrix {
     /// Stored row of each logical row, when the file orders rows differently (llama.cpp's
     /// q/k layout for `llama`).
     row_map: Option<Arc<[u32]>>,
+    /// Q4 weights repacked 16 rows at a time for the AVX-512 kernels (see
+    /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
+    packed: Option<PackedQ4>,
 }
 
 impl Matrix {
@@ -46,14 +50,28 @@ impl Matrix {
         data: ByteView,
     ) -> Result<Matrix, Error> {
         match dtype.byte_size(rows, cols) {
-            Some(n) if n == data.len() => Ok(Matrix {
-                name: name.into(),
-                rows,
-                cols,
-                encoding: Encoding::Pocket(dtype),
-                data,
-                row_map: None,
-            }),
+            Some(n) if n == data.len() => {
+                let packed = match dtype {
+                    QuantType::Q4 { block, sym } if kernels::active() >= Isa::Avx512 => {
+                        let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
+                        PackedQ4::pack(&w)
+                    }
+                    _ => None,
+                };
+                if packed.is_some() {
+                    // The packed copy replaces the mapped bytes: hand their pages back.
+                    data.release();
+                }
+                Ok(Matrix {
+                    name: name.into(),
+                    rows,
+                    cols,
+                    encoding: Encoding::Pocket(dtype),
+                    data,
+                    row_map: None,
+                    packed,
+                })
+            }
             _ => Err(Error::Invalid(format!(
                 "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
                 data.len()
@@ -91,6 +109,7 @@ impl Matrix {
             encoding: Encoding::Ggml(ty),
             data,
             row_map: row_map.map(Into::into),
+            packed: None,
         })
     }
 
@@ -105,6 +124,9 @@ impl Matrix {
     /// Row `r` decoded to f32 (an embedding lookup; also the reference matvec's inner step).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows && out.len() == self.cols);
+        if let Some(p) = &self.packed {
+            return p.row(r, out);
+        }
         let r = self.row_map.as_ref().map_or(r, |m| m[r] as usize);
         let (rows, cols) = (self.rows, self.cols);
         let b = self.data.as_slice();
@@ -148,6 +170,9 @@ impl Matrix {
         if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
             return None;
         }
+        if let Some(p) = &self.packed {
+            return Some(IntKernel::Q4Packed(p));
+        }
         let b = self.data.as_slice();
         let (rows, cols) = (self.rows, self.cols);
         match self.encoding {
@@ -175,10 +200,12 @@ impl Matrix {
             let isa = kernels::active();
             let mut a = QuantActs::default();
             a.quantize(x, k.block(), k.chunk(isa));
-            par_rows(y, self.cols, |first, ys| k.dot_rows(isa, first, &a, ys));
+            par_rows(y, self.cols, k.align(), |first, ys| {
+                k.dot_rows(isa, first, &a, ys)
+            });
             return;
         }
-        par_rows(y, self.cols, |first, ys| {
+        par_rows(y, self.cols, 1, |first, ys| {
             let mut row = vec![0.0f32; self.cols];
             for (i, yi) in ys.iter_mut().enumerate() {
                 self.row(first + i, &mut row);
@@ -217,7 +244,8 @@ impl Matrix {
             let band = y
                 .len()
                 .div_ceil(threads * 4)
-                .max((16384 / cols.max(1)).max(4));
+                .max((16384 / cols.max(1)).max(4))
+                .next_multiple_of(ks[i].align());
             for (b, chunk) in y.chunks_mut(band).enumerate() {
                 bands.push((i, b * band, std::sync::Mutex::new(chunk)));
             }
@@ -287,14 +315,7 @@ impl Matrix {
                 let first = band * BAND;
                 let count = BAND.min(rows - first);
                 let mut part = vec![0.0f32; n * count];
-                match k {
-                    IntKernel::Q4(m) => {
-                        kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
-                    }
-                    IntKernel::Q8(m) => {
-                        kernels::q8::dot_rows_tokens(isa, m, first, count, &acts, &mut part)
-                    }
-                }
+                k.dot_rows_tokens(isa, first, count, &acts, &mut part);
                 (first, part)
             })
             .collect();
@@ -325,16 +346,15 @@ impl Matrix {
                 a
             })
             .collect();
-        self.pool_bands(n, y, |first, count, part| match k {
-            IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, &acts, part),
-            IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(isa, m, first, count, &acts, part),
+        self.pool_bands(n, y, k.align(), |first, count, part| {
+            k.dot_rows_tokens(isa, first, count, &acts, part)
         });
     }
 
     /// Dense weights, a few tokens at once: rows decoded to f32 once per band, on the pool.
     fn matmul_f32_small(&self, x: &[f32], n: usize, y: &mut [f32]) {
         let cols = self.cols;
-        self.pool_bands(n, y, |first, count, part| {
+        self.pool_bands(n, y, 1, |first, count, part| {
             let mut w = vec![0.0f32; count * cols];
             for (i, wr) in w.chunks_exact_mut(cols).enumerate() {
                 self.row(first + i, wr);
@@ -352,11 +372,20 @@ impl Matrix {
 
     /// Splits the rows into bands on the worker pool; `f(first, count, part)` fills `part`
     /// (`n × count`, token-major) for rows `first..first + count`, which lands in `y`.
-    fn pool_bands(&self, n: usize, y: &mut [f32], f: impl Fn(usize, usize, &mut [f32]) + Sync) {
+    fn pool_bands(
+        &self,
+        n: usize,
+        y: &mut [f32],
+        align: usize,
+        f: impl Fn(usize, usize, &mut [f32]) + Sync,
+    ) {
         let (rows, cols) = (self.rows, self.cols);
         let pool = kernels::pool::global();
         let min_rows = (16384 / (cols * n).max(1)).max(4);
-        let band = rows.div_ceil(pool.threads() * 4).max(min_rows);
+        let band = rows
+            .div_ceil(pool.threads() * 4)
+            .max(min_rows)
+            .next_multiple_of(align);
         let bands = rows.div_ceil(band);
         let parts: Vec<std::sync::Mutex<Vec<f32>>> = (0..bands)
             .map(|_| std::sync::Mutex::new(Vec::new()))
@@ -381,6 +410,7 @@ impl Matrix {
 /// A quantized matrix in the form the int8 kernels take.
 enum IntKernel<'a> {
     Q4(Q4Matrix<'a>),
+    Q4Packed(&'a PackedQ4),
     Q8(Q8Matrix<'a>),
 }
 
@@ -388,6 +418,7 @@ impl IntKernel<'_> {
     fn block(&self) -> usize {
         match self {
             IntKernel::Q4(m) => m.block,
+            IntKernel::Q4Packed(p) => p.block,
             IntKernel::Q8(m) => m.block,
         }
     }
@@ -395,25 +426,56 @@ impl IntKernel<'_> {
     fn chunk(&self, isa: Isa) -> usize {
         match self {
             IntKernel::Q4(_) => kernels::q4::act_chunk(isa),
+            IntKernel::Q4Packed(_) => q4_packed::ACT_CHUNK,
             IntKernel::Q8(_) => 0,
+        }
+    }
+
+    /// Row bands must start and end on multiples of this.
+    fn align(&self) -> usize {
+        match self {
+            IntKernel::Q4Packed(_) => q4_packed::GROUP,
+            _ => 1,
         }
     }
 
     fn dot_rows(&self, isa: Isa, first: usize, a: &QuantActs, y: &mut [f32]) {
         match self {
             IntKernel::Q4(m) => kernels::q4::dot_rows(isa, m, first, a, y),
+            IntKernel::Q4Packed(p) => {
+                q4_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
+            }
             IntKernel::Q8(m) => kernels::q8::dot_rows(isa, m, first, a, y),
+        }
+    }
+
+    fn dot_rows_tokens(
+        &self,
+        isa: Isa,
+        first: usize,
+        count: usize,
+        acts: &[QuantActs],
+        out: &mut [f32],
+    ) {
+        match self {
+            IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, acts, out),
+            IntKernel::Q4Packed(p) => q4_packed::dot_rows_tokens(isa, p, first, count, acts, out),
+            IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(isa, m, first, count, acts, out),
         }
     }
 }
 
 /// Runs `f(first_row, outputs)` over bands of `y` on the worker pool: a few bands per thread
 /// so both cores stay busy, none smaller than about 16K multiply-adds so dispatch stays cheap.
-fn par_rows(y: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+fn par_rows(y: &mut [f32], cols: usize, align: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let pool = kernels::pool::global();
     let threads = pool.threads();
     let min_rows = (16384 / cols.max(1)).max(4);
-    let band = y.len().div_ceil(threads * 4).max(min_rows);
+    let band = y
+        .len()
+        .div_ceil(threads * 4)
+        .max(min_rows)
+        .next_multiple_of(align);
     if band >= y.len() || threads == 1 {
         return f(0, y);
     }

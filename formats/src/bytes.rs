@@ -53,6 +53,24 @@ impl ByteView {
         self.start
     }
 
+    /// Tells the kernel this process no longer needs the view's pages (its bytes were
+    /// copied elsewhere), so they leave the resident set; a later read maps them in again.
+    pub fn release(&self) {
+        #[cfg(unix)]
+        {
+            // SAFETY: the map is a read-only, never-written file mapping: dropping its pages
+            // loses nothing (they are re-read from the file if touched again), and the range
+            // lies inside the map.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.start,
+                    self.len,
+                )
+            };
+        }
+    }
+
     /// A sub-view; `None` if the range is not inside this view.
     pub fn slice(&self, start: usize, len: usize) -> Option<ByteView> {
         let end = start.checked_add(len)?;

@@ -12,6 +12,7 @@ pub mod dot;
 pub mod f32_tile;
 pub mod pool;
 pub mod q4;
+pub mod q4_packed;
 pub mod q8;
 #[cfg(target_arch = "x86_64")]
 mod x86;

@@ -6,5 +6,6 @@ pub mod attn_avx2;
 pub mod attn_avx512;
 pub mod q4_avx2;
 pub mod q4_avx512;
+pub mod q4p_avx512;
 pub mod q8_avx2;
 pub mod q8_avx512;

@@ -328,7 +328,11 @@ impl Tile {
         let full = self.cols / 128;
         let steps = full + (self.cols % 128 != 0) as usize;
         for c in 0..steps {
-            let (k, xo_off) = if c < full { (!0u64, 64) } else { (0xFFFF_FFFFu64, 32) };
+            let (k, xo_off) = if c < full {
+                (!0u64, 64)
+            } else {
+                (0xFFFF_FFFFu64, 32)
+            };
             let base = c * 128 / self.block;
             let p = a.perm.as_ptr().add(c * 128);
             // SAFETY: the masks keep the loads inside the activations and row j's codes.

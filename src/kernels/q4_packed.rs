@@ -1,0 +1,255 @@
+//! Q4 weights repacked at load time for the AVX-512 kernels: 16 rows interleaved, so each
+//! 32-bit lane of a vector holds one row's 8 codes and a `vpdpbusd` against one broadcast
+//! activation dword advances 16 rows at once. A block's 16 integer dot products then meet
+//! their scales with one multiply-add and no horizontal sums, instead of a convert, a scale
+//! multiply and a multiply-add per 128 weights of every row: about half the instructions of
+//! the row-major kernel, which on this machine is what bounds decode and prefill.
+//!
+//! Layout: for each group of 16 rows and each block, one record of `block/8` vectors of 64
+//! bytes (vector `i`, lane `k` = dword `i` of that block of row `16g + k`, i.e. its codes for
+//! weights `8i..8i+8`, high nibble first), then the block's parameters for the 16 rows (f16
+//! zeros then f16 scales, or scales alone when symmetric). Same bytes as the row-major form.
+//!
+//! Activations meet it in chunks of 8 ([`ACT_CHUNK`]): the 4 even-position values of each
+//! 8 (high nibbles), then the 4 odd ones.
+
+use super::act::QuantActs;
+use super::q4::Q4Matrix;
+use super::Isa;
+use half::f16;
+
+/// Rows per interleaved group.
+pub const GROUP: usize = 16;
+/// The activation chunk these kernels read (see [`QuantActs::perm`]).
+pub const ACT_CHUNK: usize = 8;
+
+/// A Q4 matrix in the 16-row interleaved layout.
+pub struct PackedQ4 {
+    pub data: Vec<u8>,
+    pub rows: usize,
+    pub cols: usize,
+    pub block: usize,
+    pub sym: bool,
+}
+
+impl PackedQ4 {
+    /// Repacks `w`; `None` when the shape does not fit the layout (rows a multiple of 16,
+    /// block 32, 64 or 128).
+    pub fn pack(w: &Q4Matrix) -> Option<PackedQ4> {
+        if w.rows % GROUP != 0 || ![32, 64, 128].contains(&w.block) || w.cols % w.block != 0 {
+            return None;
+        }
+        let p = PackedQ4 {
+            data: Vec::new(),
+            rows: w.rows,
+            cols: w.cols,
+            block: w.block,
+            sym: w.sym,
+        };
+        let (nb, dw, pb) = (p.blocks(), p.block / 8, if w.sym { 2 } else { 4 });
+        let mut data = vec![0u8; p.rows / GROUP * nb * p.record()];
+        use rayon::prelude::*;
+        data.par_chunks_exact_mut(nb * p.record())
+            .enumerate()
+            .for_each(|(g, grp)| {
+                for (b, rec) in grp.chunks_exact_mut(p.record()).enumerate() {
+                    for k in 0..GROUP {
+                        let r = g * GROUP + k;
+                        let src = &w.codes[r * w.cols / 2 + b * w.block / 2..][..w.block / 2];
+                        for i in 0..dw {
+                            rec[i * 64 + k * 4..][..4].copy_from_slice(&src[i * 4..][..4]);
+                        }
+                        let par = &w.params[(r * nb + b) * pb..][..pb];
+                        let at = dw * 64;
+                        if w.sym {
+                            rec[at + k * 2..][..2].copy_from_slice(par);
+                        } else {
+                            rec[at + k * 2..][..2].copy_from_slice(&par[..2]);
+                            rec[at + 32 + k * 2..][..2].copy_from_slice(&par[2..]);
+                        }
+                    }
+                }
+            });
+        Some(PackedQ4 { data, ..p })
+    }
+
+    pub fn blocks(&self) -> usize {
+        self.cols / self.block
+    }
+
+    /// Bytes of one (group, block) record.
+    pub fn record(&self) -> usize {
+        self.block / 8 * 64 + if self.sym { 32 } else { 64 }
+    }
+
+    /// Row `r`'s code byte `j` of block `b`, and its (zero, scale) for that block.
+    #[inline]
+    fn at(&self, r: usize, b: usize) -> (&[u8], f32, f32) {
+        let (g, k) = (r / GROUP, r % GROUP);
+        let rec = &self.data[(g * self.blocks() + b) * self.record()..][..self.record()];
+        let at = self.block / 8 * 64;
+        let f = |o: usize| f16::from_le_bytes([rec[o], rec[o + 1]]).to_f32();
+        if self.sym {
+            (rec, 0.0, f(at + k * 2))
+        } else {
+            (rec, f(at + k * 2), f(at + 32 + k * 2))
+        }
+    }
+
+    /// Row `r` decoded to f32: its row-major codes and parameters gathered back, then the
+    /// codec's own decoder, so the values are bit for bit those of the stored form.
+    pub fn row(&self, r: usize, out: &mut [f32]) {
+        assert!(r < self.rows && out.len() == self.cols);
+        let (nb, dw, k) = (self.blocks(), self.block / 8, r % GROUP);
+        let pb = pocket_formats::quant::q4::param_bytes(self.sym);
+        let mut codes = vec![0u8; self.cols / 2];
+        let mut params = vec![0u8; nb * pb];
+        for b in 0..nb {
+            let rec = &self.data[((r / GROUP) * nb + b) * self.record()..][..self.record()];
+            for i in 0..dw {
+                codes[b * self.block / 2 + i * 4..][..4]
+                    .copy_from_slice(&rec[i * 64 + k * 4..][..4]);
+            }
+            let at = dw * 64;
+            if self.sym {
+                params[b * 2..][..2].copy_from_slice(&rec[at + k * 2..][..2]);
+            } else {
+                params[b * 4..][..2].copy_from_slice(&rec[at + k * 2..][..2]);
+                params[b * 4 + 2..][..2].copy_from_slice(&rec[at + 32 + k * 2..][..2]);
+            }
+        }
+        pocket_formats::quant::q4::dequantize_row(&codes, &params, self.block, self.sym, out);
+    }
+}
+
+/// `out[t·count + i] = row(first + i) · x_t` with `first` and `count` multiples of 16 and
+/// every `acts[t]` quantized in the matrix's block with chunk [`ACT_CHUNK`].
+pub fn dot_rows_tokens(
+    isa: Isa,
+    p: &PackedQ4,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    assert!(first % GROUP == 0 && count % GROUP == 0 && first + count <= p.rows);
+    assert!(
+        out.len() == acts.len() * count && p.data.len() == p.rows / GROUP * p.blocks() * p.record()
+    );
+    assert!(acts
+        .iter()
+        .all(|a| a.cols == p.cols && a.block == p.block && a.chunk == ACT_CHUNK));
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if super::detect() >= Isa::Avx512 => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+            // the layout, the row range, the activations and the output were checked above.
+            unsafe { super::x86::q4p_avx512::dot_rows_tokens(p, first, count, acts, out) }
+        }
+        _ => dot_rows_tokens_scalar(p, first, count, acts, out),
+    }
+}
+
+/// The scalar twin, read straight from the packed layout.
+pub fn dot_rows_tokens_scalar(
+    p: &PackedQ4,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    for (t, a) in acts.iter().enumerate() {
+        for i in 0..count {
+            let r = first + i;
+            let k = r % GROUP;
+            let mut total = 0.0f32;
+            for b in 0..p.blocks() {
+                let (rec, z, s) = p.at(r, b);
+                let mut dot = 0i32;
+                for w in 0..p.block / 8 {
+                    for j in 0..4 {
+                        let byte = rec[w * 64 + k * 4 + j];
+                        let x = &a.q[b * p.block + w * 8 + j * 2..];
+                        dot +=
+                            (byte >> 4) as i32 * x[0] as i32 + (byte & 0x0F) as i32 * x[1] as i32;
+                    }
+                }
+                total += s * a.scale[b] * dot as f32 + (z - 8.0 * s) * a.scaled_sum[b];
+            }
+            out[t * count + i] = total;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testutil::Rng;
+    use pocket_formats::quant::q4 as codec;
+    use pocket_formats::quant::search::Method;
+
+    /// The packed rows decode to the row-major rows, and every path's dot products equal the
+    /// row-major scalar twin's.
+    #[test]
+    fn packed_matches_row_major() {
+        let mut rng = Rng(17);
+        for &(rows, cols) in &[(16, 64), (32, 896), (48, 128), (16, 2560)] {
+            for block in [32, 64, 128] {
+                if cols % block != 0 {
+                    continue;
+                }
+                for sym in [false, true] {
+                    let v = rng.vec(rows * cols, 0.1);
+                    let opt = codec::Options {
+                        block,
+                        sym,
+                        method: Method::Rtn,
+                        grid: false,
+                        importance: None,
+                    };
+                    let bytes = codec::quantize(&v, rows, cols, opt).bytes;
+                    let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
+                    let p = PackedQ4::pack(&w).unwrap();
+                    let (codes, params) = codec::planes(&bytes, rows, cols);
+                    let pl = cols / block * codec::param_bytes(sym);
+                    let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
+                    for r in 0..rows {
+                        codec::dequantize_row(
+                            &codes[r * cols / 2..][..cols / 2],
+                            &params[r * pl..][..pl],
+                            block,
+                            sym,
+                            &mut a,
+                        );
+                        p.row(r, &mut b);
+                        assert_eq!(a, b, "row {r}");
+                    }
+                    let xs: Vec<Vec<f32>> = (0..5).map(|_| rng.vec(cols, 2.0)).collect();
+                    let acts: Vec<QuantActs> = xs
+                        .iter()
+                        .map(|x| {
+                            let mut a = QuantActs::default();
+                            a.quantize(x, block, ACT_CHUNK);
+                            a
+                        })
+                        .collect();
+                    let (first, count) = (GROUP * (rows / GROUP > 1) as usize, GROUP);
+                    for isa in crate::kernels::available() {
+                        let mut got = vec![0.0; acts.len() * count];
+                        dot_rows_tokens(isa, &p, first, count, &acts, &mut got);
+                        for (t, a) in acts.iter().enumerate() {
+                            let mut want = vec![0.0; count];
+                            crate::kernels::q4::dot_rows_scalar(&w, first, a, &mut want);
+                            for (g, e) in got[t * count..(t + 1) * count].iter().zip(&want) {
+                                assert!(
+                                    (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                                    "{isa:?} {rows}x{cols} b{block} sym={sym}: {g} vs {e}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The 16-row interleaved Q4 layout (see `kernels::q4_packed`) with AVX-512 VNNI: per block,
+//! `block/8` code vectors cover 16 rows; each `vpdpbusd` takes one broadcast activation dword,
+//! and a block ends in one multiply-add per token for its scales and one for its zero points.
+
+use crate::kernels::act::QuantActs;
+use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use std::arch::x86_64::*;
+
+/// Tokens per pass over a group's weights.
+const TOKENS: usize = 4;
+
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, F16C and FMA; the arguments were checked by
+/// `q4_packed::dot_rows_tokens` (row range in whole groups, activations in the matrix's
+/// block with chunk 8, output length).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+pub unsafe fn dot_rows_tokens(
+    p: &PackedQ4,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    for g in first / GROUP..(first + count) / GROUP {
+        let mut t0 = 0;
+        while t0 < acts.len() {
+            let nt = TOKENS.min(acts.len() - t0);
+            let job = Group {
+                p,
+                g,
+                col: g * GROUP - first,
+                count,
+                t0,
+            };
+            let ts = &acts[t0..t0 + nt];
+            match (p.block, nt) {
+                (32, 1) => job.run::<4, 1, 4>(ts, out),
+                (32, 2) => job.run::<4, 2, 2>(ts, out),
+                (32, 3) => job.run::<4, 3, 1>(ts, out),
+                (32, _) => job.run::<4, 4, 1>(ts, out),
+                (_, 1) => job.run::<8, 1, 4>(ts, out),
+                (_, 2) => job.run::<8, 2, 2>(ts, out),
+                (_, 3) => job.run::<8, 3, 1>(ts, out),
+                _ => job.run::<8, 4, 1>(ts, out),
+            }
+            t0 += nt;
+        }
+    }
+}
+
+/// One group of 16 rows against up to four tokens.
+struct Group<'a> {
+    p: &'a PackedQ4,
+    g: usize,
+    /// Where the group's 16 outputs start within each token's `count` outputs.
+    col: usize,
+    count: usize,
+    t0: usize,
+}
+
+impl Group<'_> {
+    /// `DW` code vectors per pass (a block of 128 takes two passes of 8), `T` tokens, `C`
+    /// independent integer accumulators per token (so one token's `vpdpbusd` chain does not
+    /// wait on its own latency).
+    ///
+    /// # Safety
+    /// As [`dot_rows_tokens`]; `T == ts.len()`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+    unsafe fn run<const DW: usize, const T: usize, const C: usize>(
+        &self,
+        ts: &[QuantActs],
+        out: &mut [f32],
+    ) {
+        let p = self.p;
+        let (nb, rec, block) = (p.blocks(), p.record(), p.block);
+        let passes = block / 8 / DW;
+        let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
+        let mask = _mm512_set1_epi8(0x0F);
+        let base = p.data.as_ptr().add(self.g * nb * rec);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            let r = base.add(b * rec);
+            let mut d = [[_mm512_setzero_si512(); C]; T];
+            for pass in 0..passes {
+                let mut hi = [_mm512_setzero_si512(); DW];
+                let mut lo = [_mm512_setzero_si512(); DW];
+                for i in 0..DW {
+                    // SAFETY: vector pass·DW + i of this record lies inside the group's data.
+                    let v = _mm512_loadu_si512(r.add((pass * DW + i) * 64) as *const _);
+                    hi[i] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+                    lo[i] = _mm512_and_si512(v, mask);
+                }
+                for (t, a) in ts.iter().enumerate() {
+                    // SAFETY: this block's activations, 8 per code dword, inside token t's.
+                    let x = a.perm.as_ptr().add(b * block + pass * DW * 8);
+                    for i in 0..DW {
+                        let xe = _mm512_set1_epi32((x.add(i * 8) as *const i32).read_unaligned());
+                        let xo =
+                            _mm512_set1_epi32((x.add(i * 8 + 4) as *const i32).read_unaligned());
+                        let c = (2 * i) % C;
+                        d[t][c] = _mm512_dpbusd_epi32(d[t][c], hi[i], xe);
+                        let c = (2 * i + 1) % C;
+                        d[t][c] = _mm512_dpbusd_epi32(d[t][c], lo[i], xo);
+                    }
+                }
+            }
+            // SAFETY: the record ends with the 16 rows' f16 parameters.
+            let pr = r.add(block / 8 * 64);
+            let (s, m) = if p.sym {
+                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+                (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
+            } else {
+                let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
+                (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
+            };
+            for (t, a) in ts.iter().enumerate() {
+                let mut dt = d[t][0];
+                for c in 1..C {
+                    dt = _mm512_add_epi32(dt, d[t][c]);
+                }
+                let sx = _mm512_set1_ps(*a.scale.get_unchecked(b));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dt), _mm512_mul_ps(s, sx), acc[t]);
+                let xs = _mm512_set1_ps(*a.scaled_sum.get_unchecked(b));
+                acc[t] = _mm512_fmadd_ps(m, xs, acc[t]);
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // SAFETY: 16 outputs of token t0 + t inside `out` (checked by the caller).
+            let o = out.as_mut_ptr().add((self.t0 + t) * self.count + self.col);
+            _mm512_storeu_ps(o, *a);
+        }
+    }
+}
