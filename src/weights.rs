@@ -6,6 +6,7 @@
 //! (`pocket_formats::quant`), then a dot product.
 
 use crate::kernels::q4_packed::{self, PackedQ4};
+use crate::kernels::q8_packed::{self, PackedQ8};
 use crate::kernels::{self, act::QuantActs, q4::Q4Matrix, q8::Q8Matrix, Activations, Isa};
 use crate::Error;
 use pocket_formats::bytes::ByteView;
@@ -37,7 +38,13 @@ pub struct Matrix {
     row_map: Option<Arc<[u32]>>,
     /// Q4 weights repacked 16 rows at a time for the AVX-512 kernels (see
     /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
-    packed: Option<PackedQ4>,
+    packed: Option<Packed>,
+}
+
+/// A matrix repacked for the AVX-512 kernels.
+enum Packed {
+    Q4(PackedQ4),
+    Q8(PackedQ8),
 }
 
 impl Matrix {
@@ -51,10 +58,22 @@ impl Matrix {
     ) -> Result<Matrix, Error> {
         match dtype.byte_size(rows, cols) {
             Some(n) if n == data.len() => {
+                let avx512 = kernels::active() >= Isa::Avx512;
                 let packed = match dtype {
-                    QuantType::Q4 { block, sym } if kernels::active() >= Isa::Avx512 => {
+                    QuantType::Q4 { block, sym } if avx512 => {
                         let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
-                        PackedQ4::pack(&w)
+                        PackedQ4::pack(&w).map(Packed::Q4)
+                    }
+                    QuantType::Q8 { block } if avx512 => {
+                        let (codes, scales) = data.as_slice().split_at(rows * cols);
+                        PackedQ8::pack(&Q8Matrix {
+                            codes,
+                            scales,
+                            rows,
+                            cols,
+                            block,
+                        })
+                        .map(Packed::Q8)
                     }
                     _ => None,
                 };
@@ -124,8 +143,10 @@ impl Matrix {
     /// Row `r` decoded to f32 (an embedding lookup; also the reference matvec's inner step).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows && out.len() == self.cols);
-        if let Some(p) = &self.packed {
-            return p.row(r, out);
+        match &self.packed {
+            Some(Packed::Q4(p)) => return p.row(r, out),
+            Some(Packed::Q8(p)) => return p.row(r, out),
+            None => {}
         }
         let r = self.row_map.as_ref().map_or(r, |m| m[r] as usize);
         let (rows, cols) = (self.rows, self.cols);
@@ -170,8 +191,10 @@ impl Matrix {
         if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
             return None;
         }
-        if let Some(p) = &self.packed {
-            return Some(IntKernel::Q4Packed(p));
+        match &self.packed {
+            Some(Packed::Q4(p)) => return Some(IntKernel::Q4Packed(p)),
+            Some(Packed::Q8(p)) => return Some(IntKernel::Q8Packed(p)),
+            None => {}
         }
         let b = self.data.as_slice();
         let (rows, cols) = (self.rows, self.cols);
@@ -412,6 +435,7 @@ enum IntKernel<'a> {
     Q4(Q4Matrix<'a>),
     Q4Packed(&'a PackedQ4),
     Q8(Q8Matrix<'a>),
+    Q8Packed(&'a PackedQ8),
 }
 
 impl IntKernel<'_> {
@@ -420,6 +444,7 @@ impl IntKernel<'_> {
             IntKernel::Q4(m) => m.block,
             IntKernel::Q4Packed(p) => p.block,
             IntKernel::Q8(m) => m.block,
+            IntKernel::Q8Packed(p) => p.block,
         }
     }
 
@@ -427,14 +452,14 @@ impl IntKernel<'_> {
         match self {
             IntKernel::Q4(_) => kernels::q4::act_chunk(isa),
             IntKernel::Q4Packed(_) => q4_packed::ACT_CHUNK,
-            IntKernel::Q8(_) => 0,
+            IntKernel::Q8(_) | IntKernel::Q8Packed(_) => 0,
         }
     }
 
     /// Row bands must start and end on multiples of this.
     fn align(&self) -> usize {
         match self {
-            IntKernel::Q4Packed(_) => q4_packed::GROUP,
+            IntKernel::Q4Packed(_) | IntKernel::Q8Packed(_) => q4_packed::GROUP,
             _ => 1,
         }
     }
@@ -446,6 +471,9 @@ impl IntKernel<'_> {
                 q4_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
             }
             IntKernel::Q8(m) => kernels::q8::dot_rows(isa, m, first, a, y),
+            IntKernel::Q8Packed(p) => {
+                q8_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
+            }
         }
     }
 
@@ -461,6 +489,7 @@ impl IntKernel<'_> {
             IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, acts, out),
             IntKernel::Q4Packed(p) => q4_packed::dot_rows_tokens(isa, p, first, count, acts, out),
             IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(isa, m, first, count, acts, out),
+            IntKernel::Q8Packed(p) => q8_packed::dot_rows_tokens(isa, p, first, count, acts, out),
         }
     }
 }

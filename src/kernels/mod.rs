@@ -14,6 +14,7 @@ pub mod pool;
 pub mod q4;
 pub mod q4_packed;
 pub mod q8;
+pub mod q8_packed;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

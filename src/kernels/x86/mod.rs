@@ -9,3 +9,4 @@ pub mod q4_avx512;
 pub mod q4p_avx512;
 pub mod q8_avx2;
 pub mod q8_avx512;
+pub mod q8p_avx512;
