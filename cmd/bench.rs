@@ -89,14 +89,23 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     tg_depth: Option<Figure>,
     load_s: f64,
+    /// From the start of loading to the first generated token of a 10-token prompt (cold:
+    /// the first forward pass of the process).
+    ttft_s: f64,
     peak_rss_bytes: u64,
+    /// The KV cache's element type.
+    kv: &'static str,
     threads: usize,
     isa: &'static str,
     activations: &'static str,
 }
 
+/// Prompt tokens of the time-to-first-token figure.
+const TTFT_PROMPT: usize = 10;
+
 /// Deterministic token ids below `vocab` (xorshift; never a hot special token by design).
 fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    debug_assert!(vocab > 0);
     let mut s = seed | 1;
     (0..n)
         .map(|_| {
@@ -127,6 +136,13 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     let m = LoadedModel::open(&args.model)?;
     let load_s = start.elapsed().as_secs_f64();
     let model = &m.model;
+    let ttft_s = {
+        let ids = tokens(TTFT_PROMPT, model.spec.vocab_size, 9);
+        let mut state = model.new_state(TTFT_PROMPT + 1);
+        let logits = model.forward_batch(&mut state, &ids, Logits::Last)?;
+        std::hint::black_box(pocket::sampler::argmax(&logits));
+        start.elapsed().as_secs_f64()
+    };
     let max_ctx = model.spec.max_position_embeddings;
     let need = args.prompt.max(args.depth + args.gen).max(args.gen);
     if need > max_ctx {
@@ -192,7 +208,9 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         tg,
         tg_depth,
         load_s,
+        ttft_s,
         peak_rss_bytes: peak_rss_bytes(),
+        kv: pocket::kv_cache::KvPrecision::default_from_env().name(),
         threads: pocket::kernels::pool::global().threads(),
         isa: kernels::active().name(),
         activations: match kernels::activations() {
@@ -204,13 +222,16 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "{}: load {:.2} s, peak RSS {:.0} MB, {} threads, kernels {} ({} activations)",
+            "{}: load {:.2} s, first token {:.2} s, peak RSS {:.0} MB, {} threads, kernels {} \
+             ({} activations, {} KV cache)",
             report.model,
             report.load_s,
+            report.ttft_s,
             report.peak_rss_bytes as f64 / 1e6,
             report.threads,
             report.isa,
-            report.activations
+            report.activations,
+            report.kv
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ pub mod act;
 pub mod attn;
 pub mod dot;
 pub mod f32_tile;
+pub mod interleave;
 pub mod pool;
 pub mod q4;
 pub mod q4_packed;

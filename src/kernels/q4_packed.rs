@@ -15,11 +15,11 @@
 
 use super::act::QuantActs;
 use super::q4::Q4Matrix;
+use super::interleave::interleave;
 use super::Isa;
 use half::f16;
 
-/// Rows per interleaved group.
-pub const GROUP: usize = 16;
+pub use super::interleave::GROUP;
 /// The activation chunk these kernels read (see [`QuantActs::perm`]).
 pub const ACT_CHUNK: usize = 8;
 
@@ -49,16 +49,16 @@ impl PackedQ4 {
         let (nb, dw, pb) = (p.blocks(), p.block / 8, if w.sym { 2 } else { 4 });
         let mut data = vec![0u8; p.rows / GROUP * nb * p.record()];
         use rayon::prelude::*;
+        let isa = super::active();
         data.par_chunks_exact_mut(nb * p.record())
             .enumerate()
             .for_each(|(g, grp)| {
                 for (b, rec) in grp.chunks_exact_mut(p.record()).enumerate() {
+                    let row_bytes = w.cols / 2;
+                    let src = &w.codes[g * GROUP * row_bytes + b * w.block / 2..];
+                    interleave(isa, src, row_bytes, dw, rec, 0);
                     for k in 0..GROUP {
                         let r = g * GROUP + k;
-                        let src = &w.codes[r * w.cols / 2 + b * w.block / 2..][..w.block / 2];
-                        for i in 0..dw {
-                            rec[i * 64 + k * 4..][..4].copy_from_slice(&src[i * 4..][..4]);
-                        }
                         let par = &w.params[(r * nb + b) * pb..][..pb];
                         let at = dw * 64;
                         if w.sym {

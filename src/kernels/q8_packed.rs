@@ -9,10 +9,11 @@
 
 use super::act::QuantActs;
 use super::q8::Q8Matrix;
+use super::interleave::interleave;
 use super::Isa;
 use half::f16;
 
-pub use super::q4_packed::GROUP;
+pub use super::interleave::GROUP;
 
 /// A Q8 matrix in the 16-row interleaved layout, codes offset by 128.
 pub struct PackedQ8 {
@@ -35,20 +36,18 @@ impl PackedQ8 {
             block: w.block,
         };
         let (nb, dw, rec) = (p.blocks(), p.block / 4, p.record());
+        debug_assert_eq!(dw * 4, p.block);
         let mut data = vec![0u8; p.rows / GROUP * nb * rec];
         use rayon::prelude::*;
+        let isa = super::active();
         data.par_chunks_exact_mut(nb * rec)
             .enumerate()
             .for_each(|(g, grp)| {
                 for (b, rec) in grp.chunks_exact_mut(rec).enumerate() {
+                    let src = &w.codes[g * GROUP * w.cols + b * w.block..];
+                    interleave(isa, src, w.cols, dw, rec, 0x8080_8080);
                     for k in 0..GROUP {
                         let r = g * GROUP + k;
-                        let src = &w.codes[r * w.cols + b * w.block..][..w.block];
-                        for i in 0..dw {
-                            for j in 0..4 {
-                                rec[i * 64 + k * 4 + j] = src[i * 4 + j] ^ 0x80;
-                            }
-                        }
                         let s = &w.scales[(r * nb + b) * 2..][..2];
                         rec[dw * 64 + k * 2..][..2].copy_from_slice(s);
                     }

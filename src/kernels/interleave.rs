@@ -1,0 +1,56 @@
+//! The transpose behind the 16-row packed layouts (`q4_packed`, `q8_packed`): 32-bit words of
+//! 16 rows, interleaved so that vector `i` holds word `i` of every row. Run once per matrix
+//! at load, it is most of the packing time, so it has an AVX-512 gather version.
+
+use super::Isa;
+
+/// Rows per interleaved group (the lanes of a 512-bit vector of 32-bit words).
+pub const GROUP: usize = 16;
+
+/// For `i` in `0..words`, `k` in `0..16`: dst word `16·i + k` = src word `i` of row `k`, that
+/// is the 4 bytes at `src[k·stride + 4·i..]`, xor `flip`. `dst` holds `64·words` bytes.
+pub fn interleave(isa: Isa, src: &[u8], stride: usize, words: usize, dst: &mut [u8], flip: u32) {
+    assert!(dst.len() >= 64 * words);
+    assert!(words == 0 || (GROUP - 1) * stride + 4 * words <= src.len());
+    #[cfg(target_arch = "x86_64")]
+    if isa >= Isa::Avx512 && super::detect() >= Isa::Avx512 && stride <= i32::MAX as usize / GROUP {
+        // SAFETY: AVX-512 F is present (checked just above); every gathered word lies inside
+        // `src` and every stored vector inside `dst` (asserted above), and the row offsets fit
+        // the gather's 32-bit indices.
+        return unsafe { super::x86::interleave_avx512::interleave(src, stride, words, dst, flip) };
+    }
+    interleave_scalar(src, stride, words, dst, flip)
+}
+
+/// The scalar twin.
+pub fn interleave_scalar(src: &[u8], stride: usize, words: usize, dst: &mut [u8], flip: u32) {
+    for k in 0..GROUP {
+        let row = &src[k * stride..][..4 * words];
+        for (i, c) in row.chunks_exact(4).enumerate() {
+            let v = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) ^ flip;
+            dst[i * 64 + k * 4..][..4].copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testutil::Rng;
+
+    #[test]
+    fn every_isa_matches_the_scalar_twin() {
+        let mut rng = Rng(23);
+        for &(stride, words) in &[(32, 8), (448, 8), (1280, 16), (100, 3)] {
+            let src: Vec<u8> = (0..GROUP * stride + 7).map(|_| rng.next_u32() as u8).collect();
+            let mut want = vec![0u8; 64 * words];
+            interleave_scalar(&src[3..], stride, words, &mut want, 0x8080_8080);
+            assert_eq!(&want[4..8], &(u32::from_ne_bytes(src[3 + stride..][..4].try_into().unwrap()) ^ 0x8080_8080).to_ne_bytes());
+            for isa in crate::kernels::available() {
+                let mut got = vec![0u8; 64 * words];
+                interleave(isa, &src[3..], stride, words, &mut got, 0x8080_8080);
+                assert_eq!(got, want, "{isa:?}");
+            }
+        }
+    }
+}
