@@ -62,6 +62,13 @@ impl QuantActs {
         quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
         if chunk > 0 {
             self.perm.resize(x.len(), 0);
+            #[cfg(target_arch = "x86_64")]
+            if chunk == 8 && isa >= super::Isa::Avx512 && super::detect() >= super::Isa::Avx512 {
+                // SAFETY: AVX-512 F/BW are present (checked just above); `q` and `perm` have
+                // the same length, a multiple of 8.
+                unsafe { super::x86::act_avx512::perm8(&self.q, &mut self.perm) };
+                return;
+            }
             let mut start = 0;
             while start < x.len() {
                 let len = chunk.min(x.len() - start);
@@ -136,6 +143,14 @@ mod tests {
             }
             let sum: i32 = a.q[b * 64..(b + 1) * 64].iter().map(|&q| q as i32).sum();
             assert_eq!(a.scaled_sum[b], step * sum as f32);
+        }
+        // Chunks of 8, every path: evens then odds.
+        for isa in crate::kernels::available() {
+            let mut b = QuantActs::default();
+            b.quantize_isa(isa, &x, 64, 8);
+            for (c, (p, q)) in b.perm.chunks(8).zip(b.q.chunks(8)).enumerate() {
+                assert_eq!(p, &[q[0], q[2], q[4], q[6], q[1], q[3], q[5], q[7]], "{isa:?} chunk {c}");
+            }
         }
         // Chunks of 128 with a 64 tail: evens then odds.
         assert_eq!(a.perm[0], a.q[0]);

@@ -57,3 +57,22 @@ pub unsafe fn quantize(
         scaled_sum[b] = s * _mm512_reduce_add_epi32(sum) as f32;
     }
 }
+
+/// Each run of 8 values reordered as its 4 even-position values, then its 4 odd ones (the
+/// activation order of the packed Q4 kernel).
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW; `perm.len() == q.len()`, a multiple of 8.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn perm8(q: &[i8], perm: &mut [i8]) {
+    let lane = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    let idx = _mm512_broadcast_i32x4(lane);
+    let mut i = 0;
+    while i < q.len() {
+        let k = if q.len() - i >= 64 { !0u64 } else { (1u64 << (q.len() - i)) - 1 };
+        // SAFETY: the mask keeps both accesses inside the slices.
+        let v = _mm512_maskz_loadu_epi8(k, q.as_ptr().add(i));
+        _mm512_mask_storeu_epi8(perm.as_mut_ptr().add(i), k, _mm512_shuffle_epi8(v, idx));
+        i += 64;
+    }
+}
