@@ -16,9 +16,12 @@ use std::time::Instant;
 #[command(after_help = "\
 Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the median of \
 --reps runs with min and max. Decode steps compute the full logits every token. \
-POCKET_ISA=scalar|avx2|avx512 caps the kernels; POCKET_ACT=f32 selects the exact f32-activation \
-path instead of int8 activations; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of \
-pocket's spin-then-park pool (for comparison).
+The JSON also carries load_s, ttft_s (start of loading to the first token of a 10-token \
+prompt), peak_rss_bytes, threads, isa, activations and kv. \
+POCKET_ISA=scalar|avx2|avx512 caps the kernels; POCKET_ACT=f32 selects the exact path (f32 \
+activations and f32 KV cache) instead of int8 activations; POCKET_KV=f32|f16 sets the KV cache \
+alone; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of pocket's spin-then-park pool \
+(for comparison).
 
 Examples:
   pocket bench model.pocket

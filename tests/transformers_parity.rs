@@ -47,6 +47,30 @@ fn logits_match_transformers_at_every_position() {
     }
 }
 
+/// The default f16 KV cache stays close to transformers (f16 rounds keys and values to 11
+/// significant bits) and well inside what the f32 cache is asserted to above.
+#[test]
+fn f16_kv_cache_stays_close_to_transformers() {
+    for name in FIXTURES {
+        let (m, r) = fixture(name);
+        let tokens = ids(&r["logits"]["ids"]);
+        let expected = r["logits"]["values"].as_array().unwrap();
+        let mut state = m.model.new_state_kv(256, KvPrecision::F16);
+        let (mut worst, mut scale) = (0.0f32, 0.0f32);
+        for (pos, &t) in tokens.iter().enumerate() {
+            let logits = m.model.step(&mut state, t, true).unwrap().unwrap();
+            for (a, b) in logits.iter().zip(expected[pos].as_array().unwrap()) {
+                let b = b.as_f64().unwrap() as f32;
+                worst = worst.max((a - b).abs());
+                scale = scale.max(b.abs());
+            }
+        }
+        eprintln!("{name}: f16 KV max |logit - transformers| = {worst:.2e} (logits up to {scale:.2})");
+        assert!(worst > 0.0, "{name}: the f16 cache should round something");
+        assert!(worst <= 1e-2 * scale.max(1.0), "{name}: f16 KV error {worst}");
+    }
+}
+
 #[test]
 fn greedy_generation_matches_transformers() {
     for name in FIXTURES {
