@@ -65,9 +65,14 @@ fn f16_kv_cache_stays_close_to_transformers() {
                 scale = scale.max(b.abs());
             }
         }
-        eprintln!("{name}: f16 KV max |logit - transformers| = {worst:.2e} (logits up to {scale:.2})");
+        eprintln!(
+            "{name}: f16 KV max |logit - transformers| = {worst:.2e} (logits up to {scale:.2})"
+        );
         assert!(worst > 0.0, "{name}: the f16 cache should round something");
-        assert!(worst <= 1e-2 * scale.max(1.0), "{name}: f16 KV error {worst}");
+        assert!(
+            worst <= 1e-2 * scale.max(1.0),
+            "{name}: f16 KV error {worst}"
+        );
     }
 }
 

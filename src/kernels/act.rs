@@ -149,7 +149,11 @@ mod tests {
             let mut b = QuantActs::default();
             b.quantize_isa(isa, &x, 64, 8);
             for (c, (p, q)) in b.perm.chunks(8).zip(b.q.chunks(8)).enumerate() {
-                assert_eq!(p, &[q[0], q[2], q[4], q[6], q[1], q[3], q[5], q[7]], "{isa:?} chunk {c}");
+                assert_eq!(
+                    p,
+                    &[q[0], q[2], q[4], q[6], q[1], q[3], q[5], q[7]],
+                    "{isa:?} chunk {c}"
+                );
             }
         }
         // Chunks of 128 with a 64 tail: evens then odds.

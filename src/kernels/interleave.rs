@@ -42,10 +42,16 @@ mod tests {
     fn every_isa_matches_the_scalar_twin() {
         let mut rng = Rng(23);
         for &(stride, words) in &[(32, 8), (448, 8), (1280, 16), (100, 3)] {
-            let src: Vec<u8> = (0..GROUP * stride + 7).map(|_| rng.next_u32() as u8).collect();
+            let src: Vec<u8> = (0..GROUP * stride + 7)
+                .map(|_| rng.next_u32() as u8)
+                .collect();
             let mut want = vec![0u8; 64 * words];
             interleave_scalar(&src[3..], stride, words, &mut want, 0x8080_8080);
-            assert_eq!(&want[4..8], &(u32::from_ne_bytes(src[3 + stride..][..4].try_into().unwrap()) ^ 0x8080_8080).to_ne_bytes());
+            assert_eq!(
+                &want[4..8],
+                &(u32::from_ne_bytes(src[3 + stride..][..4].try_into().unwrap()) ^ 0x8080_8080)
+                    .to_ne_bytes()
+            );
             for isa in crate::kernels::available() {
                 let mut got = vec![0u8; 64 * words];
                 interleave(isa, &src[3..], stride, words, &mut got, 0x8080_8080);

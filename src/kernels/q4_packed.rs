@@ -14,8 +14,8 @@
 //! 8 (high nibbles), then the 4 odd ones.
 
 use super::act::QuantActs;
-use super::q4::Q4Matrix;
 use super::interleave::interleave;
+use super::q4::Q4Matrix;
 use super::Isa;
 use half::f16;
 

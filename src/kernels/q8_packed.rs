@@ -8,8 +8,8 @@
 //! scales. Same bytes as the row-major form. Activations are read in natural order.
 
 use super::act::QuantActs;
-use super::q8::Q8Matrix;
 use super::interleave::interleave;
+use super::q8::Q8Matrix;
 use super::Isa;
 use half::f16;
 

@@ -69,9 +69,10 @@ pub fn greedy_case(
     // The exact path's f32 cache: a greedy run follows transformers token for token only while
     // no near-tie is rounded the other way (the f16 cache, SmolLM2's "good morning" prompt,
     // flips one at token 6; its perplexity is unchanged, docs/performance.md).
-    let mut state = m
-        .model
-        .new_state_kv(prompt_ids.len() + max_tokens + 1, pocket::kv_cache::KvPrecision::F32);
+    let mut state = m.model.new_state_kv(
+        prompt_ids.len() + max_tokens + 1,
+        pocket::kv_cache::KvPrecision::F32,
+    );
     let mut sampler = Sampler::new(SamplerConfig::default());
     let g = generate(
         &m.model,

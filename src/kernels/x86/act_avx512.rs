@@ -69,7 +69,11 @@ pub unsafe fn perm8(q: &[i8], perm: &mut [i8]) {
     let idx = _mm512_broadcast_i32x4(lane);
     let mut i = 0;
     while i < q.len() {
-        let k = if q.len() - i >= 64 { !0u64 } else { (1u64 << (q.len() - i)) - 1 };
+        let k = if q.len() - i >= 64 {
+            !0u64
+        } else {
+            (1u64 << (q.len() - i)) - 1
+        };
         // SAFETY: the mask keeps both accesses inside the slices.
         let v = _mm512_maskz_loadu_epi8(k, q.as_ptr().add(i));
         _mm512_mask_storeu_epi8(perm.as_mut_ptr().add(i), k, _mm512_shuffle_epi8(v, idx));

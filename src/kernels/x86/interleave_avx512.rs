@@ -31,6 +31,9 @@ pub unsafe fn interleave(src: &[u8], stride: usize, words: usize, dst: &mut [u8]
         // SAFETY: lane k reads the word at k·stride + 4i, inside `src`; the store is vector i
         // of `dst`.
         let v = _mm512_i32gather_epi32::<1>(idx, src.as_ptr().add(4 * i) as *const _);
-        _mm512_storeu_si512(dst.as_mut_ptr().add(64 * i) as *mut _, _mm512_xor_si512(v, flip));
+        _mm512_storeu_si512(
+            dst.as_mut_ptr().add(64 * i) as *mut _,
+            _mm512_xor_si512(v, flip),
+        );
     }
 }

@@ -3,8 +3,8 @@
 
 pub mod act_avx512;
 pub mod attn_avx2;
-pub mod interleave_avx512;
 pub mod attn_avx512;
+pub mod interleave_avx512;
 pub mod q4_avx2;
 pub mod q4_avx512;
 pub mod q4p_avx512;
