@@ -263,12 +263,7 @@ impl Matrix {
         let threads = pool.threads();
         let mut bands: Vec<(usize, usize, std::sync::Mutex<&mut [f32]>)> = Vec::new();
         for (i, y) in ys.iter_mut().enumerate() {
-            let cols = ms[i].cols;
-            let band = y
-                .len()
-                .div_ceil(threads * 4)
-                .max((16384 / cols.max(1)).max(4))
-                .next_multiple_of(ks[i].align());
+            let band = band_rows(y.len(), ms[i].cols, threads, ks[i].align());
             for (b, chunk) in y.chunks_mut(band).enumerate() {
                 bands.push((i, b * band, std::sync::Mutex::new(chunk)));
             }
@@ -404,11 +399,7 @@ impl Matrix {
     ) {
         let (rows, cols) = (self.rows, self.cols);
         let pool = kernels::pool::global();
-        let min_rows = (16384 / (cols * n).max(1)).max(4);
-        let band = rows
-            .div_ceil(pool.threads() * 4)
-            .max(min_rows)
-            .next_multiple_of(align);
+        let band = band_rows(rows, cols * n, pool.threads(), align);
         let bands = rows.div_ceil(band);
         let parts: Vec<std::sync::Mutex<Vec<f32>>> = (0..bands)
             .map(|_| std::sync::Mutex::new(Vec::new()))
@@ -494,17 +485,21 @@ impl IntKernel<'_> {
     }
 }
 
+/// Rows per band when `rows` rows of `work` multiply-adds each are split over `threads`: a
+/// few bands per thread so every core stays busy, none under about 16K multiply-adds so
+/// dispatch stays cheap, and a multiple of `align` (the packed layouts' 16-row groups).
+fn band_rows(rows: usize, work: usize, threads: usize, align: usize) -> usize {
+    rows.div_ceil(threads * 4)
+        .max((16384 / work.max(1)).max(4))
+        .next_multiple_of(align)
+}
+
 /// Runs `f(first_row, outputs)` over bands of `y` on the worker pool: a few bands per thread
 /// so both cores stay busy, none smaller than about 16K multiply-adds so dispatch stays cheap.
 fn par_rows(y: &mut [f32], cols: usize, align: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let pool = kernels::pool::global();
     let threads = pool.threads();
-    let min_rows = (16384 / cols.max(1)).max(4);
-    let band = y
-        .len()
-        .div_ceil(threads * 4)
-        .max(min_rows)
-        .next_multiple_of(align);
+    let band = band_rows(y.len(), cols, threads, align);
     if band >= y.len() || threads == 1 {
         return f(0, y);
     }

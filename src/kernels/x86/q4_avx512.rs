@@ -29,6 +29,33 @@ unsafe fn lane_blocks(block: usize) -> __m512i {
     _mm512_loadu_si512(idx.as_ptr() as *const _)
 }
 
+/// Row `r`'s blocks `b..b + 16` (fewer at the row's end; the other lanes are zero): their
+/// `scale` and `zero − 8·scale` as f32.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+unsafe fn block_params16(w: &Q4Matrix, r: usize, b: usize) -> (__m512, __m512) {
+    let nb = w.cols / w.block;
+    let k = ((1u32 << (nb - b).min(16)) - 1) as __mmask16;
+    if w.sym {
+        // SAFETY: the mask limits the load to this row's remaining scales.
+        let raw =
+            _mm256_maskz_loadu_epi16(k, w.params.as_ptr().add((r * nb + b) * 2) as *const i16);
+        let s = _mm512_cvtph_ps(raw);
+        (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
+    } else {
+        // SAFETY: as above, one 32-bit (zero, scale) pair per lane.
+        let raw =
+            _mm512_maskz_loadu_epi32(k, w.params.as_ptr().add((r * nb + b) * 4) as *const i32);
+        let lo = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));
+        let hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(raw));
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        let z = _mm512_permutex2var_ps(lo, even, hi);
+        let s = _mm512_permutex2var_ps(lo, odd, hi);
+        (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
+    }
+}
+
 /// Row `r`'s per-block `scale` and `zero − 8·scale` as f32 into `s_out` and `m_out` (each
 /// with room for `nb + 16`; entries past `nb` are zero, so vector loads past the end and the
 /// masked half chunk add nothing).
@@ -36,32 +63,13 @@ unsafe fn lane_blocks(block: usize) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 unsafe fn row_params(w: &Q4Matrix, r: usize, s_out: &mut [f32], m_out: &mut [f32]) {
     let nb = w.cols / w.block;
-    let pb = if w.sym { 2 } else { 4 };
-    let params = w.params.as_ptr().add(r * nb * pb);
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    let eight = _mm512_set1_ps(8.0);
     let mut b = 0;
     while b < nb {
-        let k = ((1u32 << (nb - b).min(16)) - 1) as __mmask16;
-        let (z, s) = if w.sym {
-            // SAFETY: the mask limits the load to this row's remaining scales.
-            let raw = _mm256_maskz_loadu_epi16(k, params.add(b * 2) as *const i16);
-            (_mm512_setzero_ps(), _mm512_cvtph_ps(raw))
-        } else {
-            // SAFETY: as above, one 32-bit (zero, scale) pair per lane.
-            let raw = _mm512_maskz_loadu_epi32(k, params.add(b * 4) as *const i32);
-            let lo = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));
-            let hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(raw));
-            (
-                _mm512_permutex2var_ps(lo, even, hi),
-                _mm512_permutex2var_ps(lo, odd, hi),
-            )
-        };
+        let (s, m) = block_params16(w, r, b);
         // SAFETY: both outputs have room for nb + 16 entries and b < nb; masked-off lanes
         // are zero, so the entries past nb stay zero.
         _mm512_storeu_ps(s_out.as_mut_ptr().add(b), s);
-        _mm512_storeu_ps(m_out.as_mut_ptr().add(b), _mm512_fnmadd_ps(eight, s, z));
+        _mm512_storeu_ps(m_out.as_mut_ptr().add(b), m);
         b += 16;
     }
 }
@@ -231,35 +239,16 @@ pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 unsafe fn row_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) -> f32 {
     let nb = w.cols / w.block;
-    let pb = if w.sym { 2 } else { 4 };
-    let params = w.params.as_ptr().add(r * nb * pb);
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    let eight = _mm512_set1_ps(8.0);
     let mut corr = _mm512_setzero_ps();
     let mut b = 0;
     while b < nb {
-        let k = ((1u32 << (nb - b).min(16)) - 1) as __mmask16;
-        let (z, s) = if w.sym {
-            // SAFETY: the mask limits the load to this row's remaining scales.
-            let raw = _mm256_maskz_loadu_epi16(k, params.add(b * 2) as *const i16);
-            (_mm512_setzero_ps(), _mm512_cvtph_ps(raw))
-        } else {
-            // SAFETY: as above, one 32-bit (zero, scale) pair per lane.
-            let raw = _mm512_maskz_loadu_epi32(k, params.add(b * 4) as *const i32);
-            let lo = _mm512_cvtph_ps(_mm512_castsi512_si256(raw));
-            let hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(raw));
-            (
-                _mm512_permutex2var_ps(lo, even, hi),
-                _mm512_permutex2var_ps(lo, odd, hi),
-            )
-        };
+        let (s, m) = block_params16(w, r, b);
         // SAFETY: the activation arrays have 16 entries of room past the last block (zeros)
-        // and `cs` nb + 16; masked-off lanes of `s` and `z` are zero.
+        // and `cs` nb + 16; masked-off lanes of `s` and `m` are zero.
         let sx = _mm512_loadu_ps(a.scale.as_ptr().add(b));
         let xs = _mm512_loadu_ps(a.scaled_sum.as_ptr().add(b));
         _mm512_storeu_ps(cs.as_mut_ptr().add(b), _mm512_mul_ps(s, sx));
-        corr = _mm512_fmadd_ps(_mm512_fnmadd_ps(eight, s, z), xs, corr);
+        corr = _mm512_fmadd_ps(m, xs, corr);
         b += 16;
     }
     _mm512_reduce_add_ps(corr)
