@@ -7,6 +7,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use pocket_formats::gguf::export::write_gguf;
 use pocket_formats::gguf::GgmlType;
+use pocket_formats::mnn::write_mnn;
+use pocket_formats::pocket::reader::PocketFile;
 use pocket_formats::source::Source;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +38,8 @@ pub struct ExportArgs {
     #[arg(short, long)]
     pub output: PathBuf,
     /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1, with q4
-    /// meaning q4_1, or q4_0 with --sym); mnn is planned (issue #8)
+    /// meaning q4_1, or q4_0 with --sym), or mnn (a directory MNN 3.6 loads: Q4 weights copied
+    /// from a .pocket, or exported with the Q4 recipe first)
     #[arg(long, default_value = "pocket", value_parser = ["pocket", "gguf", "mnn"])]
     pub format: String,
     #[command(flatten)]
@@ -49,10 +52,7 @@ pub struct ExportArgs {
 pub fn main(args: ExportArgs) -> Result<ExitCode> {
     match args.format.as_str() {
         "gguf" => return gguf(&args),
-        "mnn" => {
-            eprintln!("pocket export --format mnn: not built yet (planned in issue #8).");
-            return Ok(ExitCode::from(3));
-        }
+        "mnn" => return mnn(&args),
         _ => {}
     }
     let recipe = args.quant.recipe(None)?;
@@ -115,6 +115,59 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         if carried + inexact > 0 {
             println!("Q4 blocks carried over unchanged: {carried}; re-quantized because f16 could not hold them: {inexact}");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// MNN's LLM package. A `.pocket` with Q4 weights is copied as it is; any other input is first
+/// exported to a temporary `.pocket` with the usual recipe (so the same scale search runs).
+fn mnn(args: &ExportArgs) -> Result<ExitCode> {
+    let start = std::time::Instant::now();
+    let dir = &args.output;
+    if dir.is_file() {
+        bail!(
+            "{}: is a file; MNN export writes a directory",
+            dir.display()
+        );
+    }
+    /// Removes the intermediate `.pocket` however the export ends.
+    struct Temp(PathBuf);
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let mut _temp = None;
+    let pocket = if PocketFile::sniff(&args.input) {
+        args.input.clone()
+    } else {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let tmp = dir.join(format!(".source.tmp-{}.pocket", std::process::id()));
+        _temp = Some(Temp(tmp.clone()));
+        let recipe = args.quant.recipe(None)?;
+        convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
+        tmp
+    };
+    let source = Source::open(&pocket)?;
+    let bar = progress_bar(args.json);
+    let report = write_mnn(&source, dir, &|done, total, name| {
+        bar.set_length(total);
+        bar.set_position(done);
+        bar.set_message(name.to_string());
+    })
+    .with_context(|| format!("writing the MNN package {}", dir.display()))?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    if args.json {
+        println!("{}", serde_json::json!({"seconds": secs, "report": report}));
+    } else {
+        println!(
+            "wrote {} ({:.2} MB: {} ops, {} int4 linear layers copied from the Q4 weights) in {secs:.1} s",
+            report.output,
+            report.total_bytes as f64 / 1e6,
+            report.ops,
+            report.linear_layers
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

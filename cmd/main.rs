@@ -37,7 +37,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Export an HF checkpoint to one packed .pocket file (INT4 by default; GGUF/MNN not built yet)
+    /// Export an HF checkpoint to a packed .pocket file (INT4 by default), a GGUF or an MNN package
     Export(export::ExportArgs),
     /// Quantize (block Q4 with scale search, Q8, F16) with per-tensor error report and QAT import
     Quantize(quantize::QuantizeArgs),

@@ -90,6 +90,14 @@ pub struct RunArgs {
     /// Print one JSON object (text, token ids, finish reason, timings) instead of streaming
     #[arg(long)]
     pub json: bool,
+    /// Token ids to run instead of a prompt (comma-separated; no chat template): for comparing
+    /// engines token for token
+    #[arg(long, value_name = "IDS", value_delimiter = ',', conflicts_with_all = ["prompt", "raw", "system"])]
+    pub prompt_ids: Option<Vec<u32>>,
+    /// With --json: also print the logits after the prompt (`first_logits`, one per vocabulary
+    /// entry)
+    #[arg(long, requires = "json")]
+    pub first_logits: bool,
     /// Chat history file [default: $XDG_STATE_HOME/pocket/history, else
     /// ~/.local/state/pocket/history]
     #[arg(long, value_name = "FILE", conflicts_with = "no_history")]
@@ -116,6 +124,7 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
 
     let prompt = match args.prompt.clone() {
         Some(p) => Some(p),
+        None if args.prompt_ids.is_some() => Some(String::new()),
         None if !std::io::stdin().is_terminal() => {
             let mut bytes = Vec::new();
             std::io::stdin()
@@ -203,10 +212,25 @@ fn one_shot(
     ctx: usize,
     prompt: &str,
 ) -> Result<ExitCode> {
-    let prompt_ids = if args.raw {
+    let prompt_ids = if let Some(ids) = &args.prompt_ids {
+        let vocab = m.model.spec.vocab_size;
+        if let Some(bad) = ids.iter().find(|&&i| i as usize >= vocab) {
+            bail!("--prompt-ids: token {bad} is outside the vocabulary of {vocab}");
+        }
+        ids.clone()
+    } else if args.raw {
         m.tokenizer.encode(prompt, true)?
     } else {
         m.encode_chat(&messages(args.system.as_deref(), prompt), true)?
+    };
+    let first_logits = if args.first_logits {
+        let mut st = m.model.new_state(ctx);
+        Some(
+            m.model
+                .forward_batch(&mut st, &prompt_ids, pocket::model::Logits::Last)?,
+        )
+    } else {
+        None
     };
     let mut state = m.model.new_state(ctx);
     let mut sampler = Sampler::new(settings.sampler.clone());
@@ -233,7 +257,7 @@ fn one_shot(
     )?;
     let g = &answer.generation;
     if args.json {
-        let obj = json!({
+        let mut obj = json!({
             "model": m.path,
             "text": answer.text,
             "prompt_ids": prompt_ids,
@@ -248,6 +272,9 @@ fn one_shot(
                 "decode_tok_per_s": g.decode_tok_per_s(),
             },
         });
+        if let Some(l) = first_logits {
+            obj["first_logits"] = json!(l);
+        }
         writeln!(out, "{obj}")?;
     } else {
         writeln!(out)?;

@@ -4,7 +4,7 @@
 //! Inverse frequencies are computed in f32 exactly as transformers does (`1 / theta^(2i/d)`,
 //! then the scaling rule), so angles match the reference bit for bit at small positions.
 
-use pocket_formats::hf::{RopeConfig, RopeScaling};
+use pocket_formats::hf::RopeConfig;
 
 pub struct Rope {
     inv_freq: Vec<f32>,
@@ -12,55 +12,9 @@ pub struct Rope {
 
 impl Rope {
     pub fn new(cfg: &RopeConfig, head_dim: usize) -> Rope {
-        let half = head_dim / 2;
-        let base = cfg.theta as f32;
-        let mut inv_freq: Vec<f32> = (0..half)
-            .map(|i| 1.0 / base.powf((2 * i) as f32 / head_dim as f32))
-            .collect();
-        match cfg.scaling {
-            RopeScaling::None => {}
-            RopeScaling::Factors { ref factors } => {
-                for (f, d) in inv_freq.iter_mut().zip(factors) {
-                    *f /= d;
-                }
-            }
-            RopeScaling::Linear { factor } => {
-                for f in &mut inv_freq {
-                    *f /= factor as f32;
-                }
-            }
-            RopeScaling::Llama3 {
-                factor,
-                low_freq_factor,
-                high_freq_factor,
-                original_max_position_embeddings,
-            } => {
-                let (factor, low, high) = (
-                    factor as f32,
-                    low_freq_factor as f32,
-                    high_freq_factor as f32,
-                );
-                let old_len = original_max_position_embeddings as f32;
-                let low_freq_wavelen = old_len / low;
-                let high_freq_wavelen = old_len / high;
-                for f in &mut inv_freq {
-                    let wavelen = 2.0 * std::f32::consts::PI / *f;
-                    let scaled = if wavelen > low_freq_wavelen {
-                        *f / factor
-                    } else {
-                        *f
-                    };
-                    let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
-                    *f = if medium {
-                        let smooth = (old_len / wavelen - low) / (high - low);
-                        (1.0 - smooth) * scaled / factor + smooth * scaled
-                    } else {
-                        scaled
-                    };
-                }
-            }
+        Rope {
+            inv_freq: cfg.inv_freq(head_dim),
         }
-        Rope { inv_freq }
     }
 
     /// Rotates every head in `x` (heads laid out one after another) to position `pos`.

@@ -5,6 +5,7 @@
 //! The kernels here are the scalar reference: decode a row with the codec's own definition
 //! (`pocket_formats::quant`), then a dot product.
 
+use crate::kernels::dense::{self as dense_kernel, DenseKind, DenseMatrix};
 use crate::kernels::q4_packed::{self, PackedQ4};
 use crate::kernels::q8_packed::{self, PackedQ8};
 use crate::kernels::{self, act::QuantActs, q4::Q4Matrix, q8::Q8Matrix, Activations, Isa};
@@ -186,6 +187,26 @@ impl Matrix {
         }
     }
 
+    /// The SIMD view of an f32/f16/bf16 matrix, on CPUs with the AVX-512 dense kernel (others
+    /// keep the decode-then-tile path, whose AVX2 tile is faster than the scalar twin).
+    fn dense_kernel(&self) -> Option<DenseMatrix<'_>> {
+        if kernels::active() < Isa::Avx512 || self.row_map.is_some() {
+            return None;
+        }
+        let kind = match self.encoding {
+            Encoding::Pocket(QuantType::F32) | Encoding::Ggml(GgmlType::F32) => DenseKind::F32,
+            Encoding::Pocket(QuantType::F16) | Encoding::Ggml(GgmlType::F16) => DenseKind::F16,
+            Encoding::Pocket(QuantType::BF16) | Encoding::Ggml(GgmlType::BF16) => DenseKind::BF16,
+            _ => return None,
+        };
+        Some(DenseMatrix {
+            bytes: self.data.as_slice(),
+            rows: self.rows,
+            cols: self.cols,
+            kind,
+        })
+    }
+
     /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
     fn int8_kernel(&self) -> Option<IntKernel<'_>> {
         if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
@@ -227,6 +248,12 @@ impl Matrix {
                 k.dot_rows(isa, first, &a, ys)
             });
             return;
+        }
+        if let Some(d) = self.dense_kernel() {
+            let isa = kernels::active();
+            return par_rows(y, self.cols, 1, |first, ys| {
+                dense_kernel::rows_tokens(isa, &d, first, ys.len(), x, 1, ys)
+            });
         }
         par_rows(y, self.cols, 1, |first, ys| {
             let mut row = vec![0.0f32; self.cols];
@@ -282,6 +309,9 @@ impl Matrix {
         if let Some(k) = self.int8_kernel() {
             return self.matmul_int8(&k, x, n, y);
         }
+        if let Some(d) = self.dense_kernel() {
+            return self.matmul_dense(&d, x, n, y);
+        }
         if n <= SMALL_BATCH {
             return self.matmul_f32_small(x, n, y);
         }
@@ -326,22 +356,35 @@ impl Matrix {
                 a
             })
             .collect();
-        const BAND: usize = 64;
-        let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(BAND))
-            .into_par_iter()
-            .map(|band| {
-                let first = band * BAND;
-                let count = BAND.min(rows - first);
-                let mut part = vec![0.0f32; n * count];
-                k.dot_rows_tokens(isa, first, count, &acts, &mut part);
-                (first, part)
-            })
-            .collect();
-        for (first, part) in parts {
-            let count = part.len() / n;
-            for (t, r) in part.chunks_exact(count).enumerate() {
-                y[t * rows + first..t * rows + first + count].copy_from_slice(r);
-            }
+        rayon_bands(rows, 64, n, y, |first, count, part| {
+            k.dot_rows_tokens(isa, first, count, &acts, part)
+        });
+    }
+}
+
+/// Prefill-sized batches: bands of `band` rows on rayon, `f(first, count, part)` filling
+/// `part` (`n × count`, token-major), each part copied into `y` (`n × rows`).
+fn rayon_bands(
+    rows: usize,
+    band: usize,
+    n: usize,
+    y: &mut [f32],
+    f: impl Fn(usize, usize, &mut [f32]) + Sync,
+) {
+    let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(band))
+        .into_par_iter()
+        .map(|b| {
+            let first = b * band;
+            let count = band.min(rows - first);
+            let mut part = vec![0.0f32; n * count];
+            f(first, count, &mut part);
+            (first, part)
+        })
+        .collect();
+    for (first, part) in parts {
+        let count = part.len() / n;
+        for (t, r) in part.chunks_exact(count).enumerate() {
+            y[t * rows + first..t * rows + first + count].copy_from_slice(r);
         }
     }
 }
@@ -366,6 +409,20 @@ impl Matrix {
             .collect();
         self.pool_bands(n, y, k.align(), |first, count, part| {
             k.dot_rows_tokens(isa, first, count, &acts, part)
+        });
+    }
+
+    /// Dense weights straight from their bytes: a few tokens on the worker pool (batched
+    /// decode), more on rayon in bands of rows that stay in cache across the tokens.
+    fn matmul_dense(&self, d: &DenseMatrix, x: &[f32], n: usize, y: &mut [f32]) {
+        let isa = kernels::active();
+        if n <= SMALL_BATCH {
+            return self.pool_bands(n, y, 1, |first, count, part| {
+                dense_kernel::rows_tokens(isa, d, first, count, x, n, part)
+            });
+        }
+        rayon_bands(self.rows, 32, n, y, |first, count, part| {
+            dense_kernel::rows_tokens(isa, d, first, count, x, n, part)
         });
     }
 

@@ -49,24 +49,13 @@ fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
 }
 
 #[test]
-fn help_lists_every_subcommand_and_unbuilt_ones_say_so() {
+fn help_lists_every_subcommand() {
     let out = pocket(&["--help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for sub in ["export", "quantize", "run", "eval", "bench", "inspect"] {
         assert!(help.contains(sub), "{sub} missing from --help");
         assert!(pocket(&[sub, "--help"]).status.success(), "{sub} --help");
-    }
-    let fixture = fixture("qwen3-tiny");
-    let fx = fixture.to_str().unwrap();
-    for args in [&["export", fx, "-o", "/nonexistent/x", "--format", "mnn"][..]] {
-        let out = pocket(args);
-        assert_eq!(
-            out.status.code(),
-            Some(3),
-            "{args:?} must not pretend to work"
-        );
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not built yet"));
     }
     assert_eq!(
         pocket(&["run"]).status.code(),

@@ -13,6 +13,7 @@ pub mod error;
 pub mod finite;
 pub mod gguf;
 pub mod hf;
+pub mod mnn;
 pub mod pocket;
 pub mod quant;
 pub mod recipe;

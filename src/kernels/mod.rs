@@ -8,6 +8,7 @@
 
 pub mod act;
 pub mod attn;
+pub mod dense;
 pub mod dot;
 pub mod f32_tile;
 pub mod interleave;

@@ -70,6 +70,63 @@ pub struct RopeConfig {
     pub scaling: RopeScaling,
 }
 
+impl RopeConfig {
+    /// The inverse frequencies in f32, as transformers computes them (`1 / theta^(2i/d)`,
+    /// then the scaling rule): the engine rotates with them and the MNN export stores them.
+    pub fn inv_freq(&self, head_dim: usize) -> Vec<f32> {
+        let cfg = self;
+        let half = head_dim / 2;
+        let base = cfg.theta as f32;
+        let mut inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1.0 / base.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        match cfg.scaling {
+            RopeScaling::None => {}
+            RopeScaling::Factors { ref factors } => {
+                for (f, d) in inv_freq.iter_mut().zip(factors) {
+                    *f /= d;
+                }
+            }
+            RopeScaling::Linear { factor } => {
+                for f in &mut inv_freq {
+                    *f /= factor as f32;
+                }
+            }
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => {
+                let (factor, low, high) = (
+                    factor as f32,
+                    low_freq_factor as f32,
+                    high_freq_factor as f32,
+                );
+                let old_len = original_max_position_embeddings as f32;
+                let low_freq_wavelen = old_len / low;
+                let high_freq_wavelen = old_len / high;
+                for f in &mut inv_freq {
+                    let wavelen = 2.0 * std::f32::consts::PI / *f;
+                    let scaled = if wavelen > low_freq_wavelen {
+                        *f / factor
+                    } else {
+                        *f
+                    };
+                    let medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+                    *f = if medium {
+                        let smooth = (old_len / wavelen - low) / (high - low);
+                        (1.0 - smooth) * scaled / factor + smooth * scaled
+                    } else {
+                        scaled
+                    };
+                }
+            }
+        }
+        inv_freq
+    }
+}
+
 /// Everything the engine needs to know about a decoder's shape and conventions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {

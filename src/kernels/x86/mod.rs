@@ -4,6 +4,7 @@
 pub mod act_avx512;
 pub mod attn_avx2;
 pub mod attn_avx512;
+pub mod dense_avx512;
 pub mod interleave_avx512;
 pub mod q4_avx2;
 pub mod q4_avx512;
