@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# pocket against llama.cpp on the same weights, same machine, same run (issue #9).
+# pocket against llama.cpp and MNN on the same weights, same machine, same run (issue #9).
 #
 # The model is the MNN-Pocket-0.3B-shape random checkpoint (fixtures/make_fixtures.py
 # --mnn-shape), exported by pocket itself to .pocket Q4 (block 64) and Q8 and to GGUF Q4_0 and
 # Q8_0. llama.cpp is the pinned llama-cpp-python compiled from source with native CPU flags, in
-# a cached venv. Engines alternate, ROUNDS rounds, each round one repetition of every figure;
-# the table shows medians over the rounds and the ratio pocket/llama.cpp, with llama.cpp's best
-# flash-attention setting per figure.
+# a cached venv. MNN is MNN==3.6.1 from PyPI (.venv-mnn, made by scripts/check-mnn.sh) running
+# pocket's MNN export of the Q4 file (the same int4 codes and scales, byte for byte), in its
+# default mode (int8 activations). Engines alternate, ROUNDS rounds, each round one repetition
+# of every figure; the table shows medians over the rounds and the ratios pocket/llama.cpp (its
+# best flash-attention setting per figure) and pocket/MNN. MNN=0 leaves MNN out.
 #
 # Usage: scripts/bench-vs-llamacpp.sh [ROUNDS=5]   env: THREADS (2), P (512), N (128), D (512)
 set -euo pipefail
@@ -27,12 +29,25 @@ mkdir -p "$OUT"
 [ -f "$OUT/q8.pocket" ] || "$POCKET" export "$SRC" -o "$OUT/q8.pocket" --quant q8 >&2
 [ -f "$OUT/q4_0.gguf" ] || "$POCKET" export "$SRC" -o "$OUT/q4_0.gguf" --format gguf --quant q4_0 >&2
 [ -f "$OUT/q8_0.gguf" ] || "$POCKET" export "$SRC" -o "$OUT/q8_0.gguf" --format gguf --quant q8_0 >&2
+[ -d "$OUT/q4-mnn" ] || "$POCKET" export "$OUT/q4.pocket" --format mnn -o "$OUT/q4-mnn" >&2
+MNN_PY=""
+if [ "${MNN:-1}" = 1 ]; then
+  MNN_VENV="${MNN_VENV:-$ROOT/.venv-mnn}"
+  if ! "$MNN_VENV/bin/python" -c 'import MNN' >/dev/null 2>&1; then
+    python3 -m venv "$MNN_VENV"
+    "$MNN_VENV/bin/pip" install --quiet --disable-pip-version-check "MNN==3.6.1" "numpy<3"
+  fi
+  MNN_PY="$MNN_VENV/bin/python"
+fi
 LOG="$OUT/runs.jsonl"
 : > "$LOG"
 for round in $(seq "$ROUNDS"); do
   echo "round $round/$ROUNDS" >&2
   for q in q4 q8; do
     echo "{\"engine\":\"pocket\",\"weights\":\"$q\",\"run\":$("$POCKET" bench "$OUT/$q.pocket" -p "$P" -n "$N" --depth "$D" -t "$THREADS" --reps 1 --json)}" >> "$LOG"
+    if [ "$q" = q4 ] && [ -n "$MNN_PY" ]; then
+      echo "{\"engine\":\"mnn\",\"weights\":\"q4\",\"run\":$("$MNN_PY" "$ROOT/scripts/bench_mnn.py" "$OUT/q4-mnn" "$P" "$N" "$D" "$THREADS" 1 2>/dev/null | tail -1)}" >> "$LOG"
+    fi
     for fa in 0 1; do
       echo "{\"engine\":\"llama.cpp\",\"weights\":\"${q}_0\",\"fa\":$fa,\"run\":$("$VENV/bin/python" "$ROOT/scripts/bench_llamacpp.py" "$OUT/${q}_0.gguf" "$P" "$N" "$D" "$THREADS" 1 "$fa")}" >> "$LOG"
     done

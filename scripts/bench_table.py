@@ -8,7 +8,7 @@ FIGS = ["pp", "tg", "tg_depth"]
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 samples = defaultdict(list)  # (engine label, weights, fig) -> tok/s
 for r in runs:
-    label = r["engine"] if r["engine"] == "pocket" else f"llama.cpp fa={r['fa']}"
+    label = r["engine"] if r["engine"] in ("pocket", "mnn") else f"llama.cpp fa={r['fa']}"
     for f in FIGS:
         if f in r["run"]:
             samples[(label, r["weights"], f)].append(r["run"][f]["tok_s_median"])
@@ -24,4 +24,9 @@ for q in ["q4", "q8"]:
         mine = med.get(("pocket", q, f))
         ratios.append(f"{f} {mine / peer:.2f}x" if mine and peer else f"{f} -")
     print(f"pocket {q} / llama.cpp {q}_0 (best flash-attention setting): " + ", ".join(ratios))
+mnn = [med.get(("mnn", "q4", f)) for f in FIGS]
+if any(mnn):
+    mine = [med.get(("pocket", "q4", f)) for f in FIGS]
+    print("pocket q4 / MNN 3.6.1 q4 (same int4 weights): " + ", ".join(
+        f"{f} {a / b:.2f}x" if a and b else f"{f} -" for f, a, b in zip(FIGS, mine, mnn)))
 print(f"({len(runs)} runs; medians over rounds)")

@@ -36,6 +36,7 @@ impl Rope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pocket_formats::hf::RopeScaling;
 
     #[test]
     fn position_zero_is_identity_and_rotation_keeps_norm() {
