@@ -2,11 +2,13 @@
 //! the MNN-Pocket model (hidden 896, FFN 2560), on every instruction set this CPU runs: one token
 //! (decode) and 16 tokens per call (prefill).
 //! Throughput is in multiply-adds (elements) per second; divide by the weight bytes per
-//! multiply-add for GB/s (Q4 block 64 asym: 0.5625 B, Q8 block 64: 1.03 B).
+//! multiply-add for GB/s (Q4 block 64 asym: 0.5625 B, Q8 block 64: 1.03 B, bf16: 2 B).
+//! `dense_bf16` is the full-precision baseline's kernel (bf16 weights, f32 activations).
 //!
 //! `cargo bench --bench kernels`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use pocket::kernels::dense::{self, DenseKind, DenseMatrix};
 use pocket::kernels::{self, act::QuantActs, q4, q4_packed, q8, Isa};
 use pocket_formats::quant::q4 as codec;
 use pocket_formats::quant::q8 as codec8;
@@ -77,10 +79,23 @@ fn bench(c: &mut Criterion) {
             cols,
             block: 64,
         };
+        let bf16: Vec<u8> = w
+            .iter()
+            .flat_map(|&v| half::bf16::from_f32(v).to_le_bytes())
+            .collect();
+        let mb = DenseMatrix {
+            bytes: &bf16,
+            rows,
+            cols,
+            kind: DenseKind::BF16,
+        };
         let mut g = c.benchmark_group(format!("matvec_{rows}x{cols}"));
         g.throughput(Throughput::Elements((rows * cols) as u64));
         let mut y = vec![0.0f32; rows];
         for isa in isas() {
+            g.bench_function(format!("dense_bf16_{}", isa.name()), |b| {
+                b.iter(|| dense::rows_tokens(isa, &mb, 0, rows, &x, 1, &mut y))
+            });
             let mut a = QuantActs::default();
             a.quantize(&x, 64, q4::act_chunk(isa));
             g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
@@ -117,6 +132,9 @@ fn bench(c: &mut Criterion) {
         let xs = values(BATCH * cols, 3);
         let mut out = vec![0.0f32; BATCH * rows];
         for isa in isas().into_iter().filter(|&i| i != Isa::Scalar) {
+            g.bench_function(format!("dense_bf16_{}", isa.name()), |b| {
+                b.iter(|| dense::rows_tokens(isa, &mb, 0, rows, &xs, BATCH, &mut out))
+            });
             let acts: Vec<QuantActs> = xs
                 .chunks_exact(cols)
                 .map(|x| {

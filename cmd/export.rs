@@ -141,8 +141,16 @@ fn mnn(args: &ExportArgs) -> Result<ExitCode> {
     let pocket = if PocketFile::sniff(&args.input) {
         args.input.clone()
     } else {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let tmp = dir.join(format!(".source.tmp-{}.pocket", std::process::id()));
+        // Next to the package, not in it: a failed export leaves no directory behind.
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        let tmp = parent.join(format!(".{name}.source.tmp-{}.pocket", std::process::id()));
         _temp = Some(Temp(tmp.clone()));
         let recipe = args.quant.recipe(None)?;
         convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;

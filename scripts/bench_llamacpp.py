@@ -10,20 +10,12 @@ import json
 import os
 import random
 import resource
-import statistics
 import sys
 import time
 
+from bench_figures import figure
+
 import llama_cpp
-
-
-def figure(tokens, seconds, depth=None):
-    rates = sorted(tokens / s for s in seconds)
-    f = {"tokens": tokens, "tok_s_median": statistics.median(rates),
-         "tok_s_min": rates[0], "tok_s_max": rates[-1]}
-    if depth is not None:
-        f["depth"] = depth
-    return f
 
 
 def main():

@@ -203,7 +203,7 @@ fn tokenizer_metadata(
 }
 
 /// Llama 3 RoPE as per-frequency factors (llama.cpp's `rope_freqs.weight`), as its converter
-/// computes them (f64, applied as divisors). `src/rope.rs` evaluates the same rule in
+/// computes them (f64, applied as divisors). `RopeConfig::inv_freq` evaluates the same rule in
 /// transformers' f32 order instead; the two stay separate because each must match its own
 /// reference implementation to the last bit.
 fn rope_factors(spec: &ModelSpec) -> Option<Vec<f32>> {

@@ -238,6 +238,14 @@ pub fn write_mnn(
         ));
     }
     let inv = spec.rope.inv_freq(spec.head_dim);
+    // Every matrix must be Q4: checked before anything is created.
+    if let Some(t) = source
+        .tensors()
+        .into_iter()
+        .find(|t| t.shape.len() == 2 && !matches!(t.stored, Some(QuantType::Q4 { .. })))
+    {
+        linear(source, &t.name, t.shape[0], t.shape[1])?;
+    }
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     let tj: Value = serde_json::from_slice(&source.tokenizer_json()?)
         .map_err(|e| invalid(path, format!("tokenizer.json: {e}")))?;
