@@ -46,6 +46,8 @@ def worker(args):
     out = []
     for job in jobs:
         r = {}
+        if job.get("texts"):
+            r["encoded_texts"] = [[int(i) for i in m.tokenizer_encode(t)] for t in job["texts"]]
         if job.get("prompt") is not None:
             text = m.apply_chat_template(job["prompt"])
             r["template"] = text
@@ -120,14 +122,19 @@ def fixtures(args):
             ref = json.load(open(os.path.join(src, "reference.json")))
             ids = ref["greedy"][0]["prompt_ids"]
             mine = pocket_run(args.pocket, q4, ids=ids, n=8, logits=True, env=EXACT)
-            theirs = run_mnn(pkg, "normal", [{"ids": ids, "n": 8, "logits": True}])[0]
+            texts = [t["text"] for t in ref["tokenize"]]
+            theirs = run_mnn(pkg, "normal", [{"ids": ids, "n": 8, "logits": True,
+                                              "texts": texts}])[0]
+            # MNN's tokenizer (from our tokenizer.mtok) against transformers' ids.
+            tok_ok = sum(a == t["ids_special"] for a, t in zip(theirs["encoded_texts"], ref["tokenize"]))
             d = max_diff(mine["first_logits"], theirs["logits"])
             # MNN counts the end-of-sequence token it stops on; pocket does not.
             same = theirs["generated"][:len(mine["generated_ids"])] == mine["generated_ids"]
-            good = d < 1e-3 and same
+            good = d < 1e-3 and same and tok_ok == len(texts)
             ok &= good
             print(f"{name:11s} logits max|diff| {d:.2e}  tokens pocket {mine['generated_ids']} "
-                  f"MNN {theirs['generated']}  {'ok' if good else 'FAIL'}")
+                  f"MNN {theirs['generated']}  texts tokenized as transformers does: "
+                  f"{tok_ok}/{len(texts)}  {'ok' if good else 'FAIL'}")
     sys.exit(0 if ok else 1)
 
 

@@ -247,7 +247,7 @@ fn only_q4_weights_are_exported_and_failures_leave_no_package() {
             "llm.mnn",
             "llm.mnn.weight",
             "llm_config.json",
-            "tokenizer.txt"
+            "tokenizer.mtok"
         ]
     );
 }

@@ -6,6 +6,7 @@
 pub mod blob;
 pub mod fb;
 pub mod graph;
+pub mod mtok;
 pub mod tokenizer;
 
 use crate::atomic::{write_atomic, AtomicFile};
@@ -18,14 +19,19 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// The files of a package, in the order they are written.
+/// The files of a package, in the order they are written; the tokenizer is `tokenizer.mtok`
+/// (MNN's pipeline format, faithful to tokenizer.json) where [`mtok`] can encode the
+/// tokenizer, else [`TOKENIZER_TXT`].
 pub const FILES: [&str; 5] = [
     "llm.mnn.weight",
     "llm.mnn",
-    "tokenizer.txt",
+    "tokenizer.mtok",
     "llm_config.json",
     "config.json",
 ];
+
+/// The fallback tokenizer file: MNN's text format, type 3 (GPT-2-style pre-tokenization).
+pub const TOKENIZER_TXT: &str = "tokenizer.txt";
 
 /// The embedding table of an untied model (int4 codes, then the f16 pairs or scales), which
 /// MNN's engine reads rows from; a tied model's rows come from the head's blob instead.
@@ -250,8 +256,26 @@ pub fn write_mnn(
     let tj: Value = serde_json::from_slice(&source.tokenizer_json()?)
         .map_err(|e| invalid(path, format!("tokenizer.json: {e}")))?;
     let stop: Vec<u32> = source.generation().eos_token_ids;
-    let tok_txt = tokenizer::tokenizer_txt(&tj, spec.vocab_size, &stop)
-        .map_err(|e| invalid(path, format!("tokenizer: {e}")))?;
+    let meta = source.tokenizer_meta()?;
+    // The tokens the tokenizer puts before every text (a BOS its post-processor adds).
+    let prefix: Vec<u32> = match spec.bos_token_id {
+        Some(b) if tj["post_processor"].to_string().contains("SpecialToken") => vec![b],
+        _ => Vec::new(),
+    };
+    let trailer = mtok::Trailer {
+        chat_template: meta.chat_template.as_deref().unwrap_or(""),
+        eos: meta.eos_token.as_deref().unwrap_or(""),
+        bos: meta.bos_token.as_deref().unwrap_or(""),
+    };
+    let (tok_name, tok_bytes) = match mtok::tokenizer_mtok(&tj, &stop, &prefix, &trailer) {
+        Some(b) => (FILES[2], b),
+        None => (
+            TOKENIZER_TXT,
+            tokenizer::tokenizer_txt(&tj, spec.vocab_size, &stop)
+                .map_err(|e| invalid(path, format!("tokenizer: {e}")))?
+                .into_bytes(),
+        ),
+    };
 
     let (h, hd) = (spec.hidden_size, spec.head_dim);
     let (nh, nkv, ffn) = (spec.num_heads, spec.num_kv_heads, spec.intermediate_size);
@@ -572,9 +596,8 @@ pub fn write_mnn(
     let net = fb::finish(&g.net(&["logits", "hidden_states"]));
     file.commit()?;
     write_atomic(&dir.join(FILES[1]), &net)?;
-    write_atomic(&dir.join(FILES[2]), tok_txt.as_bytes())?;
+    write_atomic(&dir.join(tok_name), &tok_bytes)?;
 
-    let meta = source.tokenizer_meta()?;
     let mut jinja = serde_json::Map::new();
     if let Some(t) = &meta.chat_template {
         jinja.insert("chat_template".into(), json!(t));
@@ -606,7 +629,7 @@ pub fn write_mnn(
     let mut config = json!({
         "llm_model": FILES[1],
         "llm_weight": FILES[0],
-        "tokenizer_file": FILES[2],
+        "tokenizer_file": tok_name,
         "backend_type": "cpu",
         "thread_num": 4,
         "precision": "low",
@@ -633,7 +656,8 @@ pub fn write_mnn(
     progress(total, total, "done");
 
     let mut files = Vec::new();
-    for f in FILES
+    let written = [FILES[0], FILES[1], tok_name, FILES[3], FILES[4]];
+    for f in written
         .iter()
         .chain(if tied { None } else { Some(&EMBEDDINGS) })
     {
