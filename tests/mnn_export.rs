@@ -6,17 +6,9 @@ use pocket_formats::pocket::reader::PocketFile;
 use pocket_formats::quant::{q4, QuantType};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 mod common;
-use common::tiny;
-
-fn pocket(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::{pocket, tiny};
 
 fn export(src: &Path, out: &Path, extra: &[&str]) {
     let mut args = vec!["export", src.to_str().unwrap(), "-o", out.to_str().unwrap()];

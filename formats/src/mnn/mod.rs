@@ -12,7 +12,7 @@ pub mod tokenizer;
 use crate::atomic::{write_atomic, AtomicFile};
 use crate::hf::Family;
 use crate::quant::{q4, QuantType};
-use crate::source::Source;
+use crate::source::{Source, SourceTensor};
 use crate::FormatError;
 use graph::*;
 use serde::Serialize;
@@ -70,6 +70,7 @@ fn invalid(path: &Path, reason: impl Into<String>) -> FormatError {
 /// The graph and `llm.mnn.weight` under construction, and where each tensor went.
 struct Builder<'a> {
     source: &'a Source,
+    tensors: Vec<SourceTensor>,
     g: Graph,
     file: AtomicFile,
     offset: u64,
@@ -147,7 +148,7 @@ impl Builder<'_> {
         bias: bool,
     ) -> Result<String, FormatError> {
         let tensor = format!("{prefix}.weight");
-        let lin = linear(self.source, &tensor, rows, cols)?;
+        let lin = linear(self.source, &self.tensors, &tensor, rows, cols)?;
         let bias = match bias {
             true => blob::f32_bytes(&self.source.read_f32(&format!("{prefix}.bias"))?),
             false => Vec::new(),
@@ -183,11 +184,17 @@ pub struct Linear {
     pub alphas: Vec<u8>,
 }
 
-fn linear(source: &Source, name: &str, rows: usize, cols: usize) -> Result<Linear, FormatError> {
+/// `tensors` is `source.tensors()`, listed once by the caller.
+fn linear(
+    source: &Source,
+    tensors: &[SourceTensor],
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Linear, FormatError> {
     let path = source.path();
-    let t = source
-        .tensors()
-        .into_iter()
+    let t = tensors
+        .iter()
         .find(|t| t.name == name)
         .ok_or_else(|| invalid(path, format!("tensor `{name}` is missing")))?;
     let Some(QuantType::Q4 { block, sym }) = t.stored else {
@@ -245,12 +252,12 @@ pub fn write_mnn(
     }
     let inv = spec.rope.inv_freq(spec.head_dim);
     // Every matrix must be Q4: checked before anything is created.
-    if let Some(t) = source
-        .tensors()
-        .into_iter()
+    let tensors = source.tensors();
+    if let Some(t) = tensors
+        .iter()
         .find(|t| t.shape.len() == 2 && !matches!(t.stored, Some(QuantType::Q4 { .. })))
     {
-        linear(source, &t.name, t.shape[0], t.shape[1])?;
+        linear(source, &tensors, &t.name, t.shape[0], t.shape[1])?;
     }
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     let tj: Value = serde_json::from_slice(&source.tokenizer_json()?)
@@ -283,6 +290,7 @@ pub fn write_mnn(
     let total = spec.num_layers as u64 + 1;
     let mut b = Builder {
         source,
+        tensors,
         g: Graph::default(),
         file: AtomicFile::create(&dir.join(FILES[0]))?,
         offset: 0,
@@ -551,7 +559,13 @@ pub fn write_mnn(
         })
     } else {
         // A file of its own; `weight_offset` 0 tells the engine to open `embedding_file`.
-        let e = linear(source, "model.embed_tokens.weight", spec.vocab_size, h)?;
+        let e = linear(
+            source,
+            &b.tensors,
+            "model.embed_tokens.weight",
+            spec.vocab_size,
+            h,
+        )?;
         let mut bytes = e.codes.clone();
         bytes.extend_from_slice(&e.alphas);
         write_atomic(&dir.join(EMBEDDINGS), &bytes)?;
