@@ -36,6 +36,28 @@ impl Linear {
         }
     }
 
+    /// Several layers applied to the same `n` rows (q/k/v, gate/up): one pass over the
+    /// tokens, their activations quantized once (see [`Matrix::matmul_group`]).
+    pub fn forward_batch_group<const N: usize>(
+        ls: [&Linear; N],
+        x: &[f32],
+        n: usize,
+    ) -> [Vec<f32>; N] {
+        let ms = ls.map(|l| &l.weight);
+        let mut ys = ls.map(|l| vec![0.0f32; n * l.weight.rows]);
+        {
+            let mut refs: Vec<&mut [f32]> = ys.iter_mut().map(|y| y.as_mut_slice()).collect();
+            Matrix::matmul_group(&ms, x, n, &mut refs);
+        }
+        for (l, y) in ls.iter().zip(ys.iter_mut()) {
+            if let Some(b) = &l.bias {
+                y.par_chunks_exact_mut(l.weight.rows)
+                    .for_each(|row| add_in_place(row, b));
+            }
+        }
+        ys
+    }
+
     /// The layer applied to `n` rows of `x` at once.
     pub fn forward_batch(&self, x: &[f32], n: usize) -> Vec<f32> {
         let mut y = vec![0.0; n * self.weight.rows];
@@ -308,16 +330,10 @@ impl Model {
         for (li, layer) in self.layers.iter().enumerate() {
             let xn = norm_rows(&x, &layer.input_norm);
             see(li, Site::AttnIn, &xn);
-            let mut q = layer.q_proj.forward_batch(&xn, n);
-            let mut k = layer.k_proj.forward_batch(&xn, n);
-            let v = layer.v_proj.forward_batch(&xn, n);
-            layer.qk_norm(&mut q, &mut k, d, eps);
+            let [mut q, mut k, v] = layer.qkv_batch(&xn, n);
             let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
+            self.rotate_rows(layer, &mut q, &mut k, |t| pos + t);
             for t in 0..n {
-                self.rope
-                    .apply(&mut q[t * q_row..(t + 1) * q_row], d, pos + t);
-                self.rope
-                    .apply(&mut k[t * kv_row..(t + 1) * kv_row], d, pos + t);
                 state.cache.push(
                     li,
                     &k[t * kv_row..(t + 1) * kv_row],
@@ -338,16 +354,14 @@ impl Model {
             });
             see(li, Site::AttnOut, &attn);
             let o = layer.o_proj.forward_batch(&attn, n);
-            add_in_place(&mut x, &o);
+            add_rows(&mut x, &o);
 
             let xn = norm_rows(&x, &layer.post_attention_norm);
             see(li, Site::MlpIn, &xn);
-            let mut gate = layer.gate_proj.forward_batch(&xn, n);
-            let up = layer.up_proj.forward_batch(&xn, n);
-            silu_mul(&mut gate, &up);
+            let gate = layer.gate_up_batch(&xn, n);
             see(li, Site::MlpDown, &gate);
             let down = layer.down_proj.forward_batch(&gate, n);
-            add_in_place(&mut x, &down);
+            add_rows(&mut x, &down);
         }
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         if observing {
@@ -394,15 +408,9 @@ impl Model {
         let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
         for (li, layer) in self.layers.iter().enumerate() {
             let xn = norm_rows(&x, &layer.input_norm);
-            let mut q = layer.q_proj.forward_batch(&xn, n);
-            let mut k = layer.k_proj.forward_batch(&xn, n);
-            let v = layer.v_proj.forward_batch(&xn, n);
-            layer.qk_norm(&mut q, &mut k, d, eps);
+            let [mut q, mut k, v] = layer.qkv_batch(&xn, n);
+            self.rotate_rows(layer, &mut q, &mut k, |b| positions[b]);
             for (b, st) in states.iter_mut().enumerate() {
-                self.rope
-                    .apply(&mut q[b * q_row..(b + 1) * q_row], d, positions[b]);
-                self.rope
-                    .apply(&mut k[b * kv_row..(b + 1) * kv_row], d, positions[b]);
                 st.cache.push(
                     li,
                     &k[b * kv_row..(b + 1) * kv_row],
@@ -432,13 +440,11 @@ impl Model {
                 });
             }
             let o = layer.o_proj.forward_batch(&attn, n);
-            add_in_place(&mut x, &o);
+            add_rows(&mut x, &o);
             let xn = norm_rows(&x, &layer.post_attention_norm);
-            let mut gate = layer.gate_proj.forward_batch(&xn, n);
-            let up = layer.up_proj.forward_batch(&xn, n);
-            silu_mul(&mut gate, &up);
+            let gate = layer.gate_up_batch(&xn, n);
             let down = layer.down_proj.forward_batch(&gate, n);
-            add_in_place(&mut x, &down);
+            add_rows(&mut x, &down);
         }
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         let xn = norm_rows(&x, &self.norm);
@@ -477,7 +483,43 @@ impl Model {
     }
 }
 
+impl Model {
+    /// Per token (in parallel): Qwen3's q/k norm, then RoPE at `pos(t)`.
+    fn rotate_rows(
+        &self,
+        layer: &Layer,
+        q: &mut [f32],
+        k: &mut [f32],
+        pos: impl Fn(usize) -> usize + Sync,
+    ) {
+        let s = &self.spec;
+        let (d, eps) = (s.head_dim, s.rms_norm_eps as f32);
+        q.par_chunks_mut(s.num_heads * d)
+            .zip(k.par_chunks_mut(s.num_kv_heads * d))
+            .enumerate()
+            .with_min_len(ROWS_PER_TASK)
+            .for_each(|(t, (qt, kt))| {
+                layer.qk_norm(qt, kt, d, eps);
+                self.rope.apply_pair(qt, kt, d, pos(t));
+            });
+    }
+}
+
 impl Layer {
+    /// q, k and v of `n` normed rows, in one pass.
+    fn qkv_batch(&self, xn: &[f32], n: usize) -> [Vec<f32>; 3] {
+        Linear::forward_batch_group([&self.q_proj, &self.k_proj, &self.v_proj], xn, n)
+    }
+
+    /// `silu(gate) · up` of `n` normed rows: down_proj's input.
+    fn gate_up_batch(&self, xn: &[f32], n: usize) -> Vec<f32> {
+        let [mut gate, up] = Linear::forward_batch_group([&self.gate_proj, &self.up_proj], xn, n);
+        gate.par_chunks_mut(ELEMS_PER_TASK)
+            .zip(up.par_chunks(ELEMS_PER_TASK))
+            .for_each(|(g, u)| silu_mul(g, u));
+        gate
+    }
+
     /// Qwen3's per-head RMSNorm of queries and keys (no-op for the other families).
     fn qk_norm(&self, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
@@ -499,13 +541,26 @@ fn check_room(cache: &KvCache, n: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// RMSNorm of every `w.len()`-long row of `x`.
+/// Rows per rayon task in a batch's per-token steps (norms, RoPE).
+const ROWS_PER_TASK: usize = 8;
+/// Values per rayon task in a batch's element-wise steps (residual adds, SiLU).
+const ELEMS_PER_TASK: usize = 1 << 14;
+
+/// RMSNorm of every `w.len()`-long row of `x`, rows in parallel.
 fn norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
-    for (o, r) in out.chunks_exact_mut(w.len()).zip(x.chunks_exact(w.len())) {
-        rms_norm(r, w, eps, o);
-    }
+    out.par_chunks_exact_mut(w.len())
+        .zip(x.par_chunks_exact(w.len()))
+        .with_min_len(ROWS_PER_TASK)
+        .for_each(|(o, r)| rms_norm(r, w, eps, o));
     out
+}
+
+/// `x += y` over a batch, in parallel.
+fn add_rows(x: &mut [f32], y: &[f32]) {
+    x.par_chunks_mut(ELEMS_PER_TASK)
+        .zip(y.par_chunks(ELEMS_PER_TASK))
+        .for_each(|(a, b)| add_in_place(a, b));
 }
 
 /// Per-conversation decoding state: the KV cache and scratch buffers, so a step allocates

@@ -20,11 +20,10 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     }
 }
 
-/// SwiGLU's gate: `silu(gate) * up`, written into `gate`.
+/// SwiGLU's gate: `silu(gate) * up`, written into `gate` (`kernels::silu`, whose scalar
+/// twin `g / (1 + exp(−g)) · u` is the definition; its `exp` is within 2 ulp of libm's).
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
-    }
+    crate::kernels::silu::silu_mul(crate::kernels::active(), gate, up)
 }
 
 /// Numerically stable softmax in place.

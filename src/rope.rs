@@ -19,15 +19,28 @@ impl Rope {
 
     /// Rotates every head in `x` (heads laid out one after another) to position `pos`.
     pub fn apply(&self, x: &mut [f32], head_dim: usize, pos: usize) {
+        self.apply_pair(x, &mut [], head_dim, pos)
+    }
+
+    /// Rotates the heads of a token's queries and keys to `pos`: the angles' sines and cosines
+    /// are computed once for both (the same values, bit for bit, as per head).
+    pub fn apply_pair(&self, q: &mut [f32], k: &mut [f32], head_dim: usize, pos: usize) {
         let half = head_dim / 2;
         let p = pos as f32;
-        for head in x.chunks_exact_mut(head_dim) {
-            for i in 0..half {
-                let angle = p * self.inv_freq[i];
-                let (sin, cos) = angle.sin_cos();
-                let (a, b) = (head[i], head[i + half]);
-                head[i] = a * cos - b * sin;
-                head[i + half] = b * cos + a * sin;
+        let mut sc = [(0.0f32, 0.0f32); 512]; // head_dim ≤ 1024 (ModelSpec checks)
+        let sc = &mut sc[..half];
+        for (i, v) in sc.iter_mut().enumerate() {
+            *v = (p * self.inv_freq[i]).sin_cos();
+        }
+        for head in q
+            .chunks_exact_mut(head_dim)
+            .chain(k.chunks_exact_mut(head_dim))
+        {
+            let (lo, hi) = head.split_at_mut(half);
+            for ((a, b), &(sin, cos)) in lo.iter_mut().zip(hi.iter_mut()).zip(sc.iter()) {
+                let (x, y) = (*a, *b);
+                *a = x * cos - y * sin;
+                *b = y * cos + x * sin;
             }
         }
     }

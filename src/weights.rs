@@ -305,7 +305,94 @@ impl Matrix {
     /// `Y = X Wᵀ` for a batch of `n` activation rows (`x`: n × cols, `y`: n × rows): each
     /// weight row is decoded once and used for the whole batch (prefill, perplexity).
     pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
-        assert!(x.len() == n * self.cols && y.len() == n * self.rows);
+        Matrix::matmul_group(&[self], x, n, &mut [y]);
+    }
+
+    /// `ys[i] = X msᵢᵀ` for matrices that read the same `n` input rows (q/k/v, gate/up).
+    ///
+    /// Prefill-sized batches on the int8 or dense kernels are split by tokens: each rayon
+    /// task takes a run of tokens, quantizes their activations once for every matrix, and
+    /// writes its rows of each output in place. A task streams the whole of each matrix from
+    /// the L3 (a layer's matrices are a few MB), so no output is assembled from parts and no
+    /// activation is quantized twice. Matrices too large for the cache (the vocabulary
+    /// head), small batches and the reference path take [`Matrix::matmul_bands`].
+    pub fn matmul_group(ms: &[&Matrix], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
+        assert_eq!(ms.len(), ys.len());
+        for (m, y) in ms.iter().zip(ys.iter()) {
+            assert!(x.len() == n * m.cols && y.len() == n * m.rows);
+        }
+        let isa = kernels::active();
+        let kernels: Option<Vec<BatchKernel>> = ms
+            .iter()
+            .map(|m| {
+                if n <= SMALL_BATCH || m.stored_bytes() > TOKEN_SPLIT_MAX_BYTES {
+                    return None;
+                }
+                m.int8_kernel()
+                    .map(BatchKernel::Int)
+                    .or_else(|| m.dense_kernel().map(BatchKernel::Dense))
+            })
+            .collect();
+        let Some(ks) = kernels else {
+            for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                m.matmul_bands(x, n, y);
+            }
+            return;
+        };
+        let cols = ms[0].cols;
+        let chunk = token_chunk(n, rayon::current_num_threads());
+        // tasks[c][i]: tokens of chunk c in output i.
+        let mut tasks: Vec<Vec<&mut [f32]>> = (0..n.div_ceil(chunk)).map(|_| Vec::new()).collect();
+        for (m, y) in ms.iter().zip(ys.iter_mut()) {
+            for (c, part) in y.chunks_mut(chunk * m.rows).enumerate() {
+                tasks[c].push(part);
+            }
+        }
+        tasks.into_par_iter().enumerate().for_each(|(c, mut outs)| {
+            let (t0, nt) = (c * chunk, chunk.min(n - c * chunk));
+            let xc = &x[t0 * cols..(t0 + nt) * cols];
+            // Activations quantized once per (block, chunk) layout among the group.
+            let mut quantized: Vec<((usize, usize), Vec<QuantActs>)> = Vec::new();
+            for ((k, m), out) in ks.iter().zip(ms).zip(outs.iter_mut()) {
+                match k {
+                    BatchKernel::Int(k) => {
+                        let key = (k.block(), k.chunk(isa));
+                        let at = match quantized.iter().position(|(q, _)| *q == key) {
+                            Some(at) => at,
+                            None => {
+                                let acts = xc
+                                    .chunks_exact(cols)
+                                    .map(|xt| {
+                                        let mut a = QuantActs::default();
+                                        a.quantize(xt, key.0, key.1);
+                                        a
+                                    })
+                                    .collect();
+                                quantized.push((key, acts));
+                                quantized.len() - 1
+                            }
+                        };
+                        k.dot_rows_tokens(isa, 0, m.rows, &quantized[at].1, out);
+                    }
+                    BatchKernel::Dense(d) => {
+                        dense_kernel::rows_tokens(isa, d, 0, m.rows, xc, nt, out)
+                    }
+                }
+            }
+        });
+    }
+
+    /// Bytes of the weights as the kernels read them.
+    fn stored_bytes(&self) -> usize {
+        match &self.packed {
+            Some(Packed::Q4(p)) => p.data.len(),
+            Some(Packed::Q8(p)) => p.data.len(),
+            None => self.data.len(),
+        }
+    }
+
+    /// [`Matrix::matmul`] split by rows: every weight row is read once for the whole batch.
+    fn matmul_bands(&self, x: &[f32], n: usize, y: &mut [f32]) {
         if let Some(k) = self.int8_kernel() {
             return self.matmul_int8(&k, x, n, y);
         }
@@ -387,6 +474,23 @@ fn rayon_bands(
             y[t * rows + first..t * rows + first + count].copy_from_slice(r);
         }
     }
+}
+
+/// A batched kernel that can take any run of tokens against the whole matrix.
+enum BatchKernel<'a> {
+    Int(IntKernel<'a>),
+    Dense(DenseMatrix<'a>),
+}
+
+/// Matrices up to this size are split by tokens in prefill (each task reads all of it, from
+/// the L3); larger ones (a 65,536-row head) by rows, so they are read from memory once.
+const TOKEN_SPLIT_MAX_BYTES: usize = 8 << 20;
+
+/// Tokens per prefill task: about four tasks per thread so both cores finish together, a
+/// multiple of the kernels' 4-token tiles, and at least 16 so each task reuses the weights it
+/// reads.
+fn token_chunk(n: usize, threads: usize) -> usize {
+    n.div_ceil(threads.max(1) * 4).next_multiple_of(4).max(16)
 }
 
 /// Batches up to this many tokens (decoding several sequences at once) take the decode
@@ -738,4 +842,91 @@ fn gguf_tensor<'a>(
             }
             .into()
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testutil::Rng;
+    use pocket_formats::quant::{q4::Options, search::Method};
+
+    /// A matrix over `bytes`, mapped from a temporary file as the loaders map model files.
+    fn matrix(
+        dir: &tempfile::TempDir,
+        rows: usize,
+        cols: usize,
+        q: QuantType,
+        bytes: &[u8],
+    ) -> Matrix {
+        let path = dir
+            .path()
+            .join(format!("{q}-{rows}x{cols}.bin").replace(['/', ' '], "_"));
+        std::fs::write(&path, bytes).unwrap();
+        Matrix::new("w", rows, cols, q, ByteView::map_file(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn prefill_split_by_tokens_equals_split_by_rows_and_per_token_products() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(5);
+        let (rows, cols, n) = (48, 256, 37);
+        let w = rng.vec(rows * cols, 1.0);
+        let x = rng.vec(n * cols, 2.0);
+        let q4 = |block, sym| {
+            let opt = Options {
+                block,
+                sym,
+                method: Method::Rtn,
+                grid: false,
+                importance: None,
+            };
+            q4::quantize(&w, rows, cols, opt).bytes
+        };
+        let bf16: Vec<u8> = w
+            .iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+            .collect();
+        let cases = [
+            (
+                QuantType::Q4 {
+                    block: 64,
+                    sym: false,
+                },
+                q4(64, false),
+            ),
+            (
+                QuantType::Q4 {
+                    block: 32,
+                    sym: true,
+                },
+                q4(32, true),
+            ),
+            (
+                QuantType::Q8 { block: 64 },
+                q8::quantize(&w, rows, cols, 64).0,
+            ),
+            (QuantType::BF16, bf16),
+        ];
+        for (q, bytes) in cases {
+            let m = matrix(&dir, rows, cols, q, &bytes);
+            // Two matrices in one group, as q/k/v are.
+            let mut a = vec![0.0; n * rows];
+            let mut b = vec![0.0; n * rows];
+            Matrix::matmul_group(&[&m, &m], &x, n, &mut [&mut a, &mut b]);
+            let mut bands = vec![0.0; n * rows];
+            m.matmul_bands(&x, n, &mut bands);
+            assert_eq!(a, bands, "{q}: tokens vs rows");
+            assert_eq!(a, b, "{q}: group members");
+            let mut y = vec![0.0; rows];
+            for t in 0..n {
+                m.matvec(&x[t * cols..(t + 1) * cols], &mut y);
+                for (r, (&got, &want)) in a[t * rows..(t + 1) * rows].iter().zip(&y).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{q} t={t} r={r}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -17,6 +17,7 @@ pub mod q4;
 pub mod q4_packed;
 pub mod q8;
 pub mod q8_packed;
+pub mod silu;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

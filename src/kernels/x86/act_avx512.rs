@@ -39,7 +39,9 @@ pub unsafe fn quantize(
             let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
             let frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
             let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, half);
-            let away = _mm512_or_ps(one, _mm512_and_ps(v, _mm512_set1_ps(-0.0)));
+            // ±1 with v's sign (integer ops: the `_ps` forms need AVX-512 DQ).
+            let sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(i32::MIN));
+            let away = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(one), sign));
             let r = _mm512_mask_add_ps(t, up, t, away);
             let r = _mm512_max_ps(
                 _mm512_min_ps(r, lim),

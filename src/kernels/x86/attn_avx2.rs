@@ -37,7 +37,7 @@ unsafe fn load<const HALF: bool>(p: *const u8, at: usize) -> __m256 {
 /// The vector twin of `kernels::attn::exp`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn exp(x: __m256) -> __m256 {
+pub(crate) unsafe fn exp(x: __m256) -> __m256 {
     let keep = _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(EXP_LO));
     let x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(

@@ -39,7 +39,7 @@ unsafe fn load<const HALF: bool>(p: *const u8, at: usize) -> __m512 {
 /// The vector twin of `kernels::attn::exp`.
 #[inline]
 #[target_feature(enable = "avx512f,fma")]
-unsafe fn exp(x: __m512) -> __m512 {
+pub(crate) unsafe fn exp(x: __m512) -> __m512 {
     let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(EXP_LO));
     let x = _mm512_min_ps(x, _mm512_set1_ps(EXP_HI));
     let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
