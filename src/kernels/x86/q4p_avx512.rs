@@ -21,30 +21,44 @@ pub unsafe fn dot_rows_tokens(
     acts: &[QuantActs],
     out: &mut [f32],
 ) {
-    for g in first / GROUP..(first + count) / GROUP {
+    let (mut g, end) = (first / GROUP, (first + count) / GROUP);
+    while g < end {
+        // Two groups at once when a full tile of tokens is there: each broadcast activation
+        // then feeds two `vpdpbusd`, halving the broadcasts per multiply-add (prefill).
+        let pair = g + 1 < end && acts.len() >= TOKENS;
         let mut t0 = 0;
         while t0 < acts.len() {
             let nt = TOKENS.min(acts.len() - t0);
-            let job = Group {
-                p,
-                g,
-                col: g * GROUP - first,
-                count,
-                t0,
-            };
             let ts = &acts[t0..t0 + nt];
-            match (p.block, nt) {
-                (32, 1) => job.run::<4, 1, 4>(ts, out),
-                (32, 2) => job.run::<4, 2, 2>(ts, out),
-                (32, 3) => job.run::<4, 3, 1>(ts, out),
-                (32, _) => job.run::<4, 4, 1>(ts, out),
-                (_, 1) => job.run::<8, 1, 4>(ts, out),
-                (_, 2) => job.run::<8, 2, 2>(ts, out),
-                (_, 3) => job.run::<8, 3, 1>(ts, out),
-                _ => job.run::<8, 4, 1>(ts, out),
+            for g in g..g + if pair && nt < TOKENS { 2 } else { 1 } {
+                let job = Group {
+                    p,
+                    g,
+                    col: g * GROUP - first,
+                    count,
+                    t0,
+                };
+                if pair && nt == TOKENS {
+                    match p.block {
+                        32 => job.run_pair::<4>(ts, out),
+                        _ => job.run_pair::<8>(ts, out),
+                    }
+                    continue;
+                }
+                match (p.block, nt) {
+                    (32, 1) => job.run::<4, 1, 4>(ts, out),
+                    (32, 2) => job.run::<4, 2, 2>(ts, out),
+                    (32, 3) => job.run::<4, 3, 1>(ts, out),
+                    (32, _) => job.run::<4, 4, 1>(ts, out),
+                    (_, 1) => job.run::<8, 1, 4>(ts, out),
+                    (_, 2) => job.run::<8, 2, 2>(ts, out),
+                    (_, 3) => job.run::<8, 3, 1>(ts, out),
+                    _ => job.run::<8, 4, 1>(ts, out),
+                }
             }
             t0 += nt;
         }
+        g += if pair { 2 } else { 1 };
     }
 }
 
@@ -130,6 +144,80 @@ impl Group<'_> {
             // SAFETY: 16 outputs of token t0 + t inside `out` (checked by the caller).
             let o = out.as_mut_ptr().add((self.t0 + t) * self.count + self.col);
             _mm512_storeu_ps(o, *a);
+        }
+    }
+    /// Groups `g` and `g + 1` against four tokens, `DW` code vectors per pass.
+    ///
+    /// # Safety
+    /// As [`dot_rows_tokens`]; `ts.len() == 4` and group `g + 1` is inside the row range.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+    unsafe fn run_pair<const DW: usize>(&self, ts: &[QuantActs], out: &mut [f32]) {
+        const T: usize = TOKENS;
+        let p = self.p;
+        let (nb, rec, block) = (p.blocks(), p.record(), p.block);
+        let passes = block / 8 / DW;
+        let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
+        let mask = _mm512_set1_epi8(0x0F);
+        let base = [
+            p.data.as_ptr().add(self.g * nb * rec),
+            p.data.as_ptr().add((self.g + 1) * nb * rec),
+        ];
+        let mut acc = [[_mm512_setzero_ps(); 2]; T];
+        for b in 0..nb {
+            let r = base.map(|g| g.add(b * rec));
+            let mut d = [[_mm512_setzero_si512(); 2]; T];
+            for pass in 0..passes {
+                for i in 0..DW {
+                    let mut hi = [_mm512_setzero_si512(); 2];
+                    let mut lo = [_mm512_setzero_si512(); 2];
+                    for k in 0..2 {
+                        // SAFETY: vector pass·DW + i of this record of group g + k.
+                        let v = _mm512_loadu_si512(r[k].add((pass * DW + i) * 64) as *const _);
+                        hi[k] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+                        lo[k] = _mm512_and_si512(v, mask);
+                    }
+                    for (t, a) in ts.iter().enumerate() {
+                        // SAFETY: this block's activations, 8 per code dword, inside token t's.
+                        let x = a.perm.as_ptr().add(b * block + (pass * DW + i) * 8);
+                        let xe = _mm512_set1_epi32((x as *const i32).read_unaligned());
+                        let xo = _mm512_set1_epi32((x.add(4) as *const i32).read_unaligned());
+                        for k in 0..2 {
+                            d[t][k] = _mm512_dpbusd_epi32(d[t][k], hi[k], xe);
+                            d[t][k] = _mm512_dpbusd_epi32(d[t][k], lo[k], xo);
+                        }
+                    }
+                }
+            }
+            for k in 0..2 {
+                // SAFETY: the record ends with the 16 rows' f16 parameters.
+                let pr = r[k].add(block / 8 * 64);
+                let (s, m) = if p.sym {
+                    let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+                    (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
+                } else {
+                    let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+                    let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
+                    (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
+                };
+                for (t, a) in ts.iter().enumerate() {
+                    let sx = _mm512_set1_ps(*a.scale.get_unchecked(b));
+                    let v = _mm512_cvtepi32_ps(d[t][k]);
+                    acc[t][k] = _mm512_fmadd_ps(v, _mm512_mul_ps(s, sx), acc[t][k]);
+                    let xs = _mm512_set1_ps(*a.scaled_sum.get_unchecked(b));
+                    acc[t][k] = _mm512_fmadd_ps(m, xs, acc[t][k]);
+                }
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            for (k, v) in a.iter().enumerate() {
+                // SAFETY: 16 outputs of token t0 + t for group g + k inside `out` (checked by
+                // the caller).
+                let o = out
+                    .as_mut_ptr()
+                    .add((self.t0 + t) * self.count + self.col + k * GROUP);
+                _mm512_storeu_ps(o, *v);
+            }
         }
     }
 }
