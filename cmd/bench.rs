@@ -18,10 +18,10 @@ Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the 
 --reps runs with min and max. Decode steps compute the full logits every token. \
 The JSON also carries load_s, ttft_s (start of loading to the first token of a 10-token \
 prompt), peak_rss_bytes, threads, isa, activations and kv. \
-POCKET_ISA=scalar|avx2|avx512 caps the kernels; POCKET_ACT=f32 selects the exact path (f32 \
-activations and f32 KV cache) instead of int8 activations; POCKET_KV=f32|f16 sets the KV cache \
-alone; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of pocket's spin-then-park pool \
-(for comparison).
+POCKET_ISA=scalar|avx2|avx512 caps the kernels; --activations f32 (POCKET_ACT=f32) selects the exact \
+path (f32 activations and f32 KV cache) instead of int8 activations; POCKET_KV=f32|f16 sets the KV \
+cache alone; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of pocket's spin-then-park \
+pool (for comparison).
 
 Examples:
   pocket bench model.pocket

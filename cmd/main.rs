@@ -31,8 +31,19 @@ use std::process::ExitCode;
     after_help = "Exit codes: 0 success, 1 bad input or failure, 2 bad usage, 3 not built yet."
 )]
 struct Cli {
+    /// How quantized weights meet the activations: int8 (quantized per block, integer dot
+    /// products; the fast default) or f32 (W4A16 proper: f32 activations and an f32 KV cache,
+    /// the exact path). Same as POCKET_ACT=int8|f32
+    #[arg(long, global = true, value_enum)]
+    activations: Option<ActivationsArg>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ActivationsArg {
+    Int8,
+    F32,
 }
 
 #[derive(Subcommand)]
@@ -72,6 +83,12 @@ fn quiet_on_broken_pipe() {
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = Cli::parse();
+    if let Some(a) = cli.activations {
+        pocket::kernels::set_activations(match a {
+            ActivationsArg::Int8 => pocket::kernels::Activations::Int8,
+            ActivationsArg::F32 => pocket::kernels::Activations::F32,
+        });
+    }
     let result = match cli.command {
         Command::Run(args) => run::main(args),
         Command::Inspect(args) => inspect::main(args),

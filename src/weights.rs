@@ -207,6 +207,14 @@ impl Matrix {
         })
     }
 
+    /// The packed Q4 matrix, when activations stay in f32 (W4A16 kernels).
+    fn w4a16_kernel(&self) -> Option<&PackedQ4> {
+        match &self.packed {
+            Some(Packed::Q4(p)) if kernels::activations() == Activations::F32 => Some(p),
+            _ => None,
+        }
+    }
+
     /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
     fn int8_kernel(&self) -> Option<IntKernel<'_>> {
         if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
@@ -248,6 +256,13 @@ impl Matrix {
                 k.dot_rows(isa, first, &a, ys)
             });
             return;
+        }
+        if let Some(p) = self.w4a16_kernel() {
+            let isa = kernels::active();
+            let sums = q4_packed::block_sums(x, p.block);
+            return par_rows(y, self.cols, q4_packed::GROUP, |first, ys| {
+                q4_packed::dot_rows_f32(isa, p, first, ys.len(), x, &sums, ys)
+            });
         }
         if let Some(d) = self.dense_kernel() {
             let isa = kernels::active();
@@ -330,6 +345,7 @@ impl Matrix {
                 }
                 m.int8_kernel()
                     .map(BatchKernel::Int)
+                    .or_else(|| m.w4a16_kernel().map(BatchKernel::W4A16))
                     .or_else(|| m.dense_kernel().map(BatchKernel::Dense))
             })
             .collect();
@@ -374,6 +390,10 @@ impl Matrix {
                         };
                         k.dot_rows_tokens(isa, 0, m.rows, &quantized[at].1, out);
                     }
+                    BatchKernel::W4A16(p) => {
+                        let sums = q4_packed::block_sums(xc, p.block);
+                        q4_packed::dot_rows_f32(isa, p, 0, m.rows, xc, &sums, out)
+                    }
                     BatchKernel::Dense(d) => {
                         dense_kernel::rows_tokens(isa, d, 0, m.rows, xc, nt, out)
                     }
@@ -395,6 +415,17 @@ impl Matrix {
     fn matmul_bands(&self, x: &[f32], n: usize, y: &mut [f32]) {
         if let Some(k) = self.int8_kernel() {
             return self.matmul_int8(&k, x, n, y);
+        }
+        if let Some(p) = self.w4a16_kernel() {
+            let (isa, sums) = (kernels::active(), q4_packed::block_sums(x, p.block));
+            let f = |first, count, part: &mut [f32]| {
+                q4_packed::dot_rows_f32(isa, p, first, count, x, &sums, part)
+            };
+            return if n <= SMALL_BATCH {
+                self.pool_bands(n, y, q4_packed::GROUP, f)
+            } else {
+                rayon_bands(self.rows, 64, n, y, f)
+            };
         }
         if let Some(d) = self.dense_kernel() {
             return self.matmul_dense(&d, x, n, y);
@@ -479,6 +510,7 @@ fn rayon_bands(
 /// A batched kernel that can take any run of tokens against the whole matrix.
 enum BatchKernel<'a> {
     Int(IntKernel<'a>),
+    W4A16(&'a PackedQ4),
     Dense(DenseMatrix<'a>),
 }
 

@@ -335,6 +335,31 @@ fn bench_reports_every_figure_as_json() {
     assert_eq!(v["threads"], 1);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
     assert!(v["isa"].is_string() && v["load_s"].as_f64().unwrap() >= 0.0);
+    assert_eq!(
+        (&v["activations"], &v["kv"]),
+        (&"int8".into(), &"f16".into())
+    );
+    // The global --activations flag selects the exact path (f32 activations and KV cache).
+    let out = pocket(&[
+        "--activations",
+        "f32",
+        "bench",
+        fixture.to_str().unwrap(),
+        "-p",
+        "16",
+        "-n",
+        "2",
+        "--depth",
+        "0",
+        "--reps",
+        "1",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&v["activations"], &v["kv"]),
+        (&"f32".into(), &"f32".into())
+    );
     // Asking for more context than the model has is a clean error.
     let out = pocket(&["bench", fixture.to_str().unwrap(), "--depth", "100000000"]);
     assert_eq!(out.status.code(), Some(1));

@@ -9,6 +9,7 @@ pub mod interleave_avx512;
 pub mod q4_avx2;
 pub mod q4_avx512;
 pub mod q4p_avx512;
+pub mod q4p_f32_avx512;
 pub mod q8_avx2;
 pub mod q8_avx512;
 pub mod q8p_avx512;

@@ -1,0 +1,124 @@
+//! The 16-row interleaved Q4 layout against f32 activations (W4A16): each code dword is
+//! turned into 8 vectors of 16 rows' codes as f32 by a shift and a `vpermps` from a 16-entry
+//! table (the permute reads only the index's low 4 bits, so no mask is needed), then one FMA
+//! per column and token. The block's scale and zero point are applied once per block.
+
+use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use std::arch::x86_64::*;
+
+/// Tokens per pass over a group's weights.
+const TOKENS: usize = 4;
+
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL, F16C and FMA; the arguments were checked by
+/// `q4_packed::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
+/// same number of tokens).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub unsafe fn dot_rows(
+    p: &PackedQ4,
+    first: usize,
+    count: usize,
+    x: &[f32],
+    sums: &[f32],
+    out: &mut [f32],
+) {
+    let n = out.len() / count;
+    for g in first / GROUP..(first + count) / GROUP {
+        let mut t0 = 0;
+        while t0 < n {
+            let nt = TOKENS.min(n - t0);
+            let job = Group {
+                p,
+                g,
+                col: g * GROUP - first,
+                count,
+                t0,
+            };
+            match nt {
+                1 => job.run::<1, 4>(x, sums, out),
+                2 => job.run::<2, 2>(x, sums, out),
+                3 => job.run::<3, 2>(x, sums, out),
+                _ => job.run::<4, 2>(x, sums, out),
+            }
+            t0 += nt;
+        }
+    }
+}
+
+struct Group<'a> {
+    p: &'a PackedQ4,
+    g: usize,
+    /// Where the group's 16 outputs start within each token's `count` outputs.
+    col: usize,
+    count: usize,
+    t0: usize,
+}
+
+impl Group<'_> {
+    /// `T` tokens, `C` f32 accumulators per token (independent FMA chains).
+    ///
+    /// # Safety
+    /// As [`dot_rows`]; tokens `t0..t0 + T` exist.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+    unsafe fn run<const T: usize, const C: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
+        let p = self.p;
+        let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
+        let lut = _mm512_setr_ps(
+            0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
+        );
+        let base = p.data.as_ptr().add(self.g * nb * rec);
+        let mut acc = [_mm512_setzero_ps(); T];
+        for b in 0..nb {
+            let r = base.add(b * rec);
+            let mut d = [[_mm512_setzero_ps(); C]; T];
+            for i in 0..block / 8 {
+                // SAFETY: code vector i of this record lies inside the group's data.
+                let v = _mm512_loadu_si512(r.add(i * 64) as *const _);
+                // Column j of the dword: byte j/2, high nibble first.
+                let c = [
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), lut),
+                    _mm512_permutexvar_ps(v, lut),
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<12>(v), lut),
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<8>(v), lut),
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<20>(v), lut),
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<16>(v), lut),
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<28>(v), lut),
+                    _mm512_permutexvar_ps(_mm512_srli_epi32::<24>(v), lut),
+                ];
+                for (t, dt) in d.iter_mut().enumerate() {
+                    // SAFETY: 8 values of token t0 + t inside x (checked by the caller).
+                    let xp = x.as_ptr().add((self.t0 + t) * cols + b * block + i * 8);
+                    for (j, cj) in c.iter().enumerate() {
+                        let a = &mut dt[j % C];
+                        *a = _mm512_fmadd_ps(*cj, _mm512_set1_ps(*xp.add(j)), *a);
+                    }
+                }
+            }
+            // SAFETY: the record ends with the 16 rows' f16 parameters.
+            let pr = r.add(block / 8 * 64);
+            let (s, m) = if p.sym {
+                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+                (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
+            } else {
+                let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
+                (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
+            };
+            for (t, dt) in d.iter().enumerate() {
+                let mut dot = dt[0];
+                for a in &dt[1..] {
+                    dot = _mm512_add_ps(dot, *a);
+                }
+                acc[t] = _mm512_fmadd_ps(dot, s, acc[t]);
+                let xs = _mm512_set1_ps(*sums.get_unchecked((self.t0 + t) * nb + b));
+                acc[t] = _mm512_fmadd_ps(m, xs, acc[t]);
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // SAFETY: 16 outputs of token t0 + t inside `out` (checked by the caller).
+            let o = out.as_mut_ptr().add((self.t0 + t) * self.count + self.col);
+            _mm512_storeu_ps(o, *a);
+        }
+    }
+}
