@@ -37,12 +37,12 @@ pub struct Matrix {
     /// Stored row of each logical row, when the file orders rows differently (llama.cpp's
     /// q/k layout for `llama`).
     row_map: Option<Arc<[u32]>>,
-    /// Q4 weights repacked 16 rows at a time for the AVX-512 kernels (see
-    /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
+    /// Weights repacked 16 rows at a time for the SIMD kernels (see `kernels::q4_packed`:
+    /// Q4 on AVX2 and AVX-512, Q8 on AVX-512); when present, every read goes through it.
     packed: Option<Packed>,
 }
 
-/// A matrix repacked for the AVX-512 kernels.
+/// A matrix repacked for the SIMD kernels.
 enum Packed {
     Q4(PackedQ4),
     Q8(PackedQ8),
@@ -59,13 +59,13 @@ impl Matrix {
     ) -> Result<Matrix, Error> {
         match dtype.byte_size(rows, cols) {
             Some(n) if n == data.len() => {
-                let avx512 = kernels::active() >= Isa::Avx512;
+                let isa = kernels::active();
                 let packed = match dtype {
-                    QuantType::Q4 { block, sym } if avx512 => {
+                    QuantType::Q4 { block, sym } if isa >= Isa::Avx2 => {
                         let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
                         PackedQ4::pack(&w).map(Packed::Q4)
                     }
-                    QuantType::Q8 { block } if avx512 => {
+                    QuantType::Q8 { block } if isa >= Isa::Avx512 => {
                         let (codes, scales) = data.as_slice().split_at(rows * cols);
                         PackedQ8::pack(&Q8Matrix {
                             codes,

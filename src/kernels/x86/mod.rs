@@ -8,6 +8,7 @@ pub mod dense_avx512;
 pub mod interleave_avx512;
 pub mod q4_avx2;
 pub mod q4_avx512;
+pub mod q4p_avx2;
 pub mod q4p_avx512;
 pub mod q4p_f32_avx512;
 pub mod q8_avx2;

@@ -1,0 +1,122 @@
+//! The 16-row interleaved Q4 layout (see `kernels::q4_packed`) with AVX2: each 64-byte code
+//! vector is two 256-bit halves, rows 0–7 and rows 8–15, taken one half at a time. Without
+//! VNNI the integer dot product is `vpmaddubsw` (codes × activations, pairs summed to i16:
+//! at most 2·15·127, no saturation) then `vpmaddwd` against ones (to i32). As in the AVX-512
+//! kernel there are no horizontal sums and no per-row set-up: a block ends in one
+//! multiply-add per token for the 8 rows' scales and one for their zero points.
+
+use crate::kernels::act::QuantActs;
+use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use std::arch::x86_64::*;
+
+/// Tokens per pass over a half group's weights.
+const TOKENS: usize = 4;
+
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; the arguments were checked by
+/// `q4_packed::dot_rows_tokens` (row range in whole groups, activations in the matrix's
+/// block with chunk 8, output length).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_rows_tokens(
+    p: &PackedQ4,
+    first: usize,
+    count: usize,
+    acts: &[QuantActs],
+    out: &mut [f32],
+) {
+    for g in first / GROUP..(first + count) / GROUP {
+        for half in 0..2 {
+            let mut t0 = 0;
+            while t0 < acts.len() {
+                let nt = TOKENS.min(acts.len() - t0);
+                let job = Half {
+                    p,
+                    g,
+                    half,
+                    col: g * GROUP - first + half * 8,
+                    count,
+                    t0,
+                };
+                let ts = &acts[t0..t0 + nt];
+                match nt {
+                    1 => job.run::<1>(ts, out),
+                    2 => job.run::<2>(ts, out),
+                    3 => job.run::<3>(ts, out),
+                    _ => job.run::<4>(ts, out),
+                }
+                t0 += nt;
+            }
+        }
+    }
+}
+
+/// Eight rows (half a group) against up to four tokens.
+struct Half<'a> {
+    p: &'a PackedQ4,
+    g: usize,
+    /// 0: rows 0–7 of the group (bytes 0..32 of each code vector), 1: rows 8–15.
+    half: usize,
+    /// Where the 8 outputs start within each token's `count` outputs.
+    col: usize,
+    count: usize,
+    t0: usize,
+}
+
+impl Half<'_> {
+    /// # Safety
+    /// As [`dot_rows_tokens`]; `T == ts.len()`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run<const T: usize>(&self, ts: &[QuantActs], out: &mut [f32]) {
+        let p = self.p;
+        let (nb, rec, block) = (p.blocks(), p.record(), p.block);
+        let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
+        let mask = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let group = p.data.as_ptr().add(self.g * nb * rec);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let r = group.add(b * rec);
+            let mut d = [_mm256_setzero_si256(); T];
+            for i in 0..block / 8 {
+                // SAFETY: half `half` of code vector i of this record, inside the group's data.
+                let v = _mm256_loadu_si256(r.add(i * 64 + self.half * 32) as *const _);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+                let lo = _mm256_and_si256(v, mask);
+                for (t, a) in ts.iter().enumerate() {
+                    // SAFETY: this block's activations, 8 per code dword, inside token t's.
+                    let x = a.perm.as_ptr().add(b * block + i * 8);
+                    let xe = _mm256_set1_epi32((x as *const i32).read_unaligned());
+                    let xo = _mm256_set1_epi32((x.add(4) as *const i32).read_unaligned());
+                    let s = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(hi, xe),
+                        _mm256_maddubs_epi16(lo, xo),
+                    );
+                    d[t] = _mm256_add_epi32(d[t], _mm256_madd_epi16(s, ones));
+                }
+            }
+            // SAFETY: the record ends with the 16 rows' f16 parameters (zeros, then scales
+            // when asymmetric); this half's 8 start 16 bytes in for the second half.
+            let pr = r.add(block / 8 * 64 + self.half * 16);
+            let (s, m) = if p.sym {
+                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
+                (s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0)))
+            } else {
+                let z = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
+                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr.add(32) as *const _));
+                (s, _mm256_fnmadd_ps(_mm256_set1_ps(8.0), s, z))
+            };
+            for (t, a) in ts.iter().enumerate() {
+                let sx = _mm256_set1_ps(*a.scale.get_unchecked(b));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[t]), _mm256_mul_ps(s, sx), acc[t]);
+                let xs = _mm256_set1_ps(*a.scaled_sum.get_unchecked(b));
+                acc[t] = _mm256_fmadd_ps(m, xs, acc[t]);
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // SAFETY: 8 outputs of token t0 + t inside `out` (checked by the caller).
+            let o = out.as_mut_ptr().add((self.t0 + t) * self.count + self.col);
+            _mm256_storeu_ps(o, *a);
+        }
+    }
+}
