@@ -101,10 +101,10 @@ fn bench(c: &mut Criterion) {
             g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
                 b.iter(|| q4::dot_rows(isa, &m, 0, &a, &mut y))
             });
-            if isa == Isa::Avx512 {
+            if isa >= Isa::Avx2 {
                 let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
                 a.quantize(&x, 64, q4_packed::ACT_CHUNK);
-                g.bench_function("q4a_b64_packed16_avx512-vnni", |b| {
+                g.bench_function(format!("q4a_b64_packed16_{}", isa.name()), |b| {
                     b.iter(|| {
                         q4_packed::dot_rows_tokens(
                             isa,
@@ -146,7 +146,7 @@ fn bench(c: &mut Criterion) {
             g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
                 b.iter(|| q4::dot_rows_tokens(isa, &m, 0, rows, &acts, &mut out))
             });
-            if isa == Isa::Avx512 {
+            if isa >= Isa::Avx2 {
                 let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
                 let acts: Vec<QuantActs> = xs
                     .chunks_exact(cols)
@@ -156,7 +156,7 @@ fn bench(c: &mut Criterion) {
                         a
                     })
                     .collect();
-                g.bench_function("q4a_b64_packed16_avx512-vnni", |b| {
+                g.bench_function(format!("q4a_b64_packed16_{}", isa.name()), |b| {
                     b.iter(|| q4_packed::dot_rows_tokens(isa, &packed, 0, rows, &acts, &mut out))
                 });
             }

@@ -10,10 +10,17 @@
 # of every figure; the table shows medians over the rounds and the ratios pocket/llama.cpp (its
 # best flash-attention setting per figure) and pocket/MNN. MNN=0 leaves MNN out.
 #
-# Usage: scripts/bench-vs-llamacpp.sh [ROUNDS=5]   env: THREADS (2), P (512), N (128), D (512)
+# Usage: scripts/bench-vs-llamacpp.sh [ROUNDS=5]   env: THREADS (2), P (512), N (128), D (512),
+#   ISA (native | avx2)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ROUNDS="${1:-5}" THREADS="${THREADS:-2}" P="${P:-512}" N="${N:-128}" D="${D:-512}"
+# ISA=avx2: what an AVX2-only machine gets, on this one: pocket capped to its AVX2 kernels
+# against llama.cpp built without AVX-512 (its own venv).
+ISA="${ISA:-native}"
+if [ "$ISA" = avx2 ]; then
+  export POCKET_ISA=avx2 LLAMACPP_ISA=avx2
+fi
 VENV="$("$ROOT/scripts/llamacpp-venv.sh")"
 cd "$ROOT"
 cargo build --release --locked --quiet
@@ -39,7 +46,7 @@ if [ "${MNN:-1}" = 1 ]; then
   fi
   MNN_PY="$MNN_VENV/bin/python"
 fi
-LOG="$OUT/runs.jsonl"
+LOG="$OUT/runs-$ISA.jsonl"
 : > "$LOG"
 for round in $(seq "$ROUNDS"); do
   echo "round $round/$ROUNDS" >&2
