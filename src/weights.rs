@@ -37,8 +37,8 @@ pub struct Matrix {
     /// Stored row of each logical row, when the file orders rows differently (llama.cpp's
     /// q/k layout for `llama`).
     row_map: Option<Arc<[u32]>>,
-    /// Weights repacked 16 rows at a time for the SIMD kernels (see `kernels::q4_packed`:
-    /// Q4 on AVX2 and AVX-512, Q8 on AVX-512); when present, every read goes through it.
+    /// Q4 and Q8 weights repacked 16 rows at a time for the AVX2 and AVX-512 kernels (see
+    /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
     packed: Option<Packed>,
 }
 
@@ -65,7 +65,7 @@ impl Matrix {
                         let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
                         PackedQ4::pack(&w).map(Packed::Q4)
                     }
-                    QuantType::Q8 { block } if isa >= Isa::Avx512 => {
+                    QuantType::Q8 { block } if isa >= Isa::Avx2 => {
                         let (codes, scales) = data.as_slice().split_at(rows * cols);
                         PackedQ8::pack(&Q8Matrix {
                             codes,

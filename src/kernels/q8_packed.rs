@@ -110,6 +110,11 @@ pub fn dot_rows_tokens(
             // the layout, the row range, the activations and the output were checked above.
             unsafe { super::x86::q8p_avx512::dot_rows_tokens(p, first, count, acts, out) }
         }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 if super::detect() >= Isa::Avx2 => {
+            // SAFETY: as above, for AVX2, FMA and F16C.
+            unsafe { super::x86::q8p_avx2::dot_rows_tokens(p, first, count, acts, out) }
+        }
         _ => dot_rows_tokens_scalar(p, first, count, acts, out),
     }
 }

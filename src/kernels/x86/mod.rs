@@ -13,6 +13,7 @@ pub mod q4p_avx512;
 pub mod q4p_f32_avx512;
 pub mod q8_avx2;
 pub mod q8_avx512;
+pub mod q8p_avx2;
 pub mod q8p_avx512;
 pub mod silu_avx2;
 pub mod silu_avx512;
