@@ -258,6 +258,19 @@ mod tests {
     use pocket_formats::quant::q4 as codec;
     use pocket_formats::quant::search::Method;
 
+    /// A random `[rows, cols]` matrix in the Q4 codec's bytes.
+    fn quantized(rng: &mut Rng, rows: usize, cols: usize, block: usize, sym: bool) -> Vec<u8> {
+        let v = rng.vec(rows * cols, 0.1);
+        let opt = codec::Options {
+            block,
+            sym,
+            method: Method::Rtn,
+            grid: false,
+            importance: None,
+        };
+        codec::quantize(&v, rows, cols, opt).bytes
+    }
+
     /// The packed rows decode to the row-major rows, and every path's dot products equal the
     /// row-major scalar twin's.
     #[test]
@@ -269,15 +282,7 @@ mod tests {
                     continue;
                 }
                 for sym in [false, true] {
-                    let v = rng.vec(rows * cols, 0.1);
-                    let opt = codec::Options {
-                        block,
-                        sym,
-                        method: Method::Rtn,
-                        grid: false,
-                        importance: None,
-                    };
-                    let bytes = codec::quantize(&v, rows, cols, opt).bytes;
+                    let bytes = quantized(&mut rng, rows, cols, block, sym);
                     let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
                     let p = PackedQ4::pack(&w).unwrap();
                     let (codes, params) = codec::planes(&bytes, rows, cols);
@@ -335,15 +340,7 @@ mod tests {
                     continue;
                 }
                 for sym in [false, true] {
-                    let v = rng.vec(rows * cols, 0.1);
-                    let opt = codec::Options {
-                        block,
-                        sym,
-                        method: Method::Rtn,
-                        grid: false,
-                        importance: None,
-                    };
-                    let bytes = codec::quantize(&v, rows, cols, opt).bytes;
+                    let bytes = quantized(&mut rng, rows, cols, block, sym);
                     let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
                     let p = PackedQ4::pack(&w).unwrap();
                     for n in [1, 3, 4, 7] {

@@ -121,14 +121,7 @@ impl Group<'_> {
             }
             // SAFETY: the record ends with the 16 rows' f16 parameters.
             let pr = r.add(block / 8 * 64);
-            let (s, m) = if p.sym {
-                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-                (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
-            } else {
-                let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
-                (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
-            };
+            let (s, m) = block_params(pr, p.sym);
             for (t, a) in ts.iter().enumerate() {
                 let mut dt = d[t][0];
                 for c in 1..C {
@@ -192,14 +185,7 @@ impl Group<'_> {
             for k in 0..2 {
                 // SAFETY: the record ends with the 16 rows' f16 parameters.
                 let pr = r[k].add(block / 8 * 64);
-                let (s, m) = if p.sym {
-                    let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-                    (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
-                } else {
-                    let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-                    let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
-                    (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
-                };
+                let (s, m) = block_params(pr, p.sym);
                 for (t, a) in ts.iter().enumerate() {
                     let sx = _mm512_set1_ps(*a.scale.get_unchecked(b));
                     let v = _mm512_cvtepi32_ps(d[t][k]);
@@ -219,5 +205,24 @@ impl Group<'_> {
                 _mm512_storeu_ps(o, *v);
             }
         }
+    }
+}
+
+/// The 16 rows' scales `s` and offsets `m = z − 8s` (`−8s` when symmetric) of a block, from
+/// the f16 parameters at the end of its record: a decoded weight is `s·code + m`.
+///
+/// # Safety
+/// The CPU must support AVX-512 F and F16C; `pr` points at the record's parameters (32 bytes
+/// of scales, or 32 of zero points then 32 of scales).
+#[inline]
+#[target_feature(enable = "avx512f,f16c,fma")]
+pub(super) unsafe fn block_params(pr: *const u8, sym: bool) -> (__m512, __m512) {
+    if sym {
+        let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+        (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
+    } else {
+        let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
+        let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
+        (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
     }
 }

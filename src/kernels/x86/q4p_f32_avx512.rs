@@ -97,14 +97,7 @@ impl Group<'_> {
             }
             // SAFETY: the record ends with the 16 rows' f16 parameters.
             let pr = r.add(block / 8 * 64);
-            let (s, m) = if p.sym {
-                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-                (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
-            } else {
-                let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-                let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
-                (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
-            };
+            let (s, m) = super::q4p_avx512::block_params(pr, p.sym);
             for (t, dt) in d.iter().enumerate() {
                 let mut dot = dt[0];
                 for a in &dt[1..] {
