@@ -52,6 +52,7 @@ impl Linear {
         for (l, y) in ls.iter().zip(ys.iter_mut()) {
             if let Some(b) = &l.bias {
                 y.par_chunks_exact_mut(l.weight.rows)
+                    .with_min_len(rows_per_task(l.weight.rows))
                     .for_each(|row| add_in_place(row, b));
             }
         }
@@ -497,7 +498,7 @@ impl Model {
         q.par_chunks_mut(s.num_heads * d)
             .zip(k.par_chunks_mut(s.num_kv_heads * d))
             .enumerate()
-            .with_min_len(ROWS_PER_TASK)
+            .with_min_len(rows_per_task(s.num_heads * d))
             .for_each(|(t, (qt, kt))| {
                 layer.qk_norm(qt, kt, d, eps);
                 self.rope.apply_pair(qt, kt, d, pos(t));
@@ -516,6 +517,7 @@ impl Layer {
         let [mut gate, up] = Linear::forward_batch_group([&self.gate_proj, &self.up_proj], xn, n);
         gate.par_chunks_mut(ELEMS_PER_TASK)
             .zip(up.par_chunks(ELEMS_PER_TASK))
+            .with_min_len(rows_per_task(ELEMS_PER_TASK))
             .for_each(|(g, u)| silu_mul(g, u));
         gate
     }
@@ -541,17 +543,25 @@ fn check_room(cache: &KvCache, n: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Rows per rayon task in a batch's per-token steps (norms, RoPE).
-const ROWS_PER_TASK: usize = 8;
-/// Values per rayon task in a batch's element-wise steps (residual adds, SiLU).
+/// Values per rayon task, at the least, in a batch's element-wise steps (norms, RoPE, residual
+/// adds, SiLU, biases). Smaller batches (decoding a few sequences at once) stay on the calling
+/// thread: rayon, called from outside its pool, would cost a wake-up per step, and its workers
+/// would compete with the worker pool's spinning ones.
+const PAR_MIN: usize = 1 << 15;
+/// Values per rayon task in the flat element-wise steps.
 const ELEMS_PER_TASK: usize = 1 << 14;
+
+/// Rows of `len` values per rayon task.
+fn rows_per_task(len: usize) -> usize {
+    (PAR_MIN / len.max(1)).max(1)
+}
 
 /// RMSNorm of every `w.len()`-long row of `x`, rows in parallel.
 fn norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
     out.par_chunks_exact_mut(w.len())
         .zip(x.par_chunks_exact(w.len()))
-        .with_min_len(ROWS_PER_TASK)
+        .with_min_len(rows_per_task(w.len()))
         .for_each(|(o, r)| rms_norm(r, w, eps, o));
     out
 }
@@ -560,6 +570,7 @@ fn norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
 fn add_rows(x: &mut [f32], y: &[f32]) {
     x.par_chunks_mut(ELEMS_PER_TASK)
         .zip(y.par_chunks(ELEMS_PER_TASK))
+        .with_min_len(rows_per_task(ELEMS_PER_TASK))
         .for_each(|(a, b)| add_in_place(a, b));
 }
 

@@ -318,7 +318,7 @@ impl Matrix {
     }
 
     /// `Y = X Wᵀ` for a batch of `n` activation rows (`x`: n × cols, `y`: n × rows): each
-    /// weight row is decoded once and used for the whole batch (prefill, perplexity).
+    /// weight row is read once for many tokens (prefill, perplexity, batched decoding).
     pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
         Matrix::matmul_group(&[self], x, n, &mut [y]);
     }
