@@ -55,6 +55,19 @@ impl QuantActs {
                     &mut self.scaled_sum,
                 )
             };
+        } else if isa >= super::Isa::Avx2 && super::detect() >= super::Isa::Avx2 && block % 32 == 0
+        {
+            // SAFETY: AVX2 is present (checked just above); `block % 32 == 0`, `q` has x.len()
+            // entries and the per-block arrays nb + PAD.
+            unsafe {
+                super::x86::act_avx2::quantize(
+                    x,
+                    block,
+                    &mut self.q,
+                    &mut self.scale,
+                    &mut self.scaled_sum,
+                )
+            };
         } else {
             quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
         }
@@ -67,6 +80,13 @@ impl QuantActs {
                 // SAFETY: AVX-512 F/BW are present (checked just above); `q` and `perm` have
                 // the same length, a multiple of 8.
                 unsafe { super::x86::act_avx512::perm8(&self.q, &mut self.perm) };
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if chunk == 8 && isa >= super::Isa::Avx2 && super::detect() >= super::Isa::Avx2 {
+                // SAFETY: AVX2 is present (checked just above); `q` and `perm` have the same
+                // length, a multiple of 8.
+                unsafe { super::x86::act_avx2::perm8(&self.q, &mut self.perm) };
                 return;
             }
             let mut start = 0;
@@ -144,10 +164,13 @@ mod tests {
             let sum: i32 = a.q[b * 64..(b + 1) * 64].iter().map(|&q| q as i32).sum();
             assert_eq!(a.scaled_sum[b], step * sum as f32);
         }
-        // Chunks of 8, every path: evens then odds.
-        for isa in crate::kernels::available() {
+        // Chunks of 8, every path: evens then odds (40 values: a tail after the vectors).
+        for (isa, n, block) in crate::kernels::available()
+            .into_iter()
+            .flat_map(|i| [(i, x.len(), 64), (i, 40, 8)])
+        {
             let mut b = QuantActs::default();
-            b.quantize_isa(isa, &x, 64, 8);
+            b.quantize_isa(isa, &x[..n], block, 8);
             for (c, (p, q)) in b.perm.chunks(8).zip(b.q.chunks(8)).enumerate() {
                 assert_eq!(
                     p,

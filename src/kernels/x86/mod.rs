@@ -1,6 +1,7 @@
 //! x86-64 versions of the kernels. Each `unsafe fn` requires the CPU features named in its
 //! `#[target_feature]` and is only called after run-time detection (see `kernels::detect`).
 
+pub mod act_avx2;
 pub mod act_avx512;
 pub mod attn_avx2;
 pub mod attn_avx512;
