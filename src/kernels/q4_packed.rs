@@ -1,9 +1,10 @@
-//! Q4 weights repacked at load time for the AVX-512 kernels: 16 rows interleaved, so each
+//! Q4 weights repacked at load time for the SIMD kernels: 16 rows interleaved, so each
 //! 32-bit lane of a vector holds one row's 8 codes and a `vpdpbusd` against one broadcast
 //! activation dword advances 16 rows at once. A block's 16 integer dot products then meet
 //! their scales with one multiply-add and no horizontal sums, instead of a convert, a scale
 //! multiply and a multiply-add per 128 weights of every row: about half the instructions of
-//! the row-major kernel, which on this machine is what bounds decode and prefill.
+//! the row-major kernel, which on this machine is what bounds decode and prefill. AVX2 takes
+//! each 64-byte vector as two 8-row halves (`vpmaddubsw` instead of `vpdpbusd`).
 //!
 //! Layout: for each group of 16 rows and each block, one record of `block/8` vectors of 64
 //! bytes (vector `i`, lane `k` = dword `i` of that block of row `16g + k`, i.e. its codes for

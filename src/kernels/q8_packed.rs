@@ -1,7 +1,8 @@
-//! Q8 weights repacked at load time for the AVX-512 kernels, as Q4 is (see `q4_packed`): 16
+//! Q8 weights repacked at load time for the SIMD kernels, as Q4 is (see `q4_packed`): 16
 //! rows interleaved, lane k of each 64-byte vector holding 4 consecutive codes of row
 //! `16g + k`. Codes are stored offset by 128 (`q ^ 0x80`), the unsigned operand `vpdpbusd`
-//! needs, so the kernel does no per-vector fix-up; `128·Σx` is taken back once per block.
+//! needs, so the kernel does no per-vector fix-up; `128·Σx` is taken back once per block
+//! (the AVX2 kernel flips the codes back to signed instead, see `x86/q8p_avx2.rs`).
 //!
 //! Layout: for each group of 16 rows and each block, `block/4` vectors of 64 bytes (vector
 //! `i`, lane `k` = codes `4i..4i+4` of that block of row `16g + k`), then the 16 rows' f16
