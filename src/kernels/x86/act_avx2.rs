@@ -40,6 +40,7 @@ pub unsafe fn quantize(
         for i in (0..block).step_by(32) {
             let mut ints = [_mm256_setzero_si256(); 4];
             for (k, r) in ints.iter_mut().enumerate() {
+                // SAFETY: i + 32 <= block, so values i + 8k .. i + 8k + 8 are in this block.
                 let v = _mm256_mul_ps(_mm256_loadu_ps(xs.add(i + 8 * k)), inv);
                 // roundf: truncate, then step away from zero when the dropped part is ≥ ½.
                 let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
