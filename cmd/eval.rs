@@ -13,7 +13,7 @@ mod generation;
 mod mc;
 mod ppl;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pocket_evals::results::{ItemScores, RunReport};
@@ -111,13 +111,7 @@ pub struct RunOpts {
 
 impl RunOpts {
     pub fn start_threads(&self) -> Result<()> {
-        if let Some(n) = self.threads {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n.max(1))
-                .build_global()
-                .context("starting the thread pool")?;
-        }
-        Ok(())
+        crate::term::set_threads(self.threads)
     }
 
     pub fn limit<T>(&self, mut items: Vec<T>) -> Vec<T> {

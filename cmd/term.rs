@@ -29,15 +29,20 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// `--threads N`: sizes rayon's pool (quantization, batched work) and pocket's kernel pool.
+/// `--threads N` (default: one per physical core): sizes rayon's pool (prefill, batched work)
+/// and pocket's kernel pool.
 pub fn set_threads(threads: Option<usize>) -> anyhow::Result<()> {
     use anyhow::Context;
-    if let Some(n) = threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()
-            .context("starting the thread pool")?;
-        pocket::kernels::pool::init(n.max(1));
+    let n = threads
+        .unwrap_or_else(pocket::kernels::pool::default_threads)
+        .max(1);
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global();
+    // Only a count the user asked for must take effect; the default may find rayon started.
+    if threads.is_some() {
+        built.context("starting the thread pool")?;
     }
+    pocket::kernels::pool::init(n);
     Ok(())
 }

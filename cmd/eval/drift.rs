@@ -98,11 +98,7 @@ pub fn main(a: DriftArgs) -> Result<ExitCode> {
             bail!("--tasks: unknown task `{t}`");
         }
     }
-    if let Some(n) = a.threads {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global()?;
-    }
+    crate::term::set_threads(a.threads)?;
     std::fs::create_dir_all(&a.work).map_err(|e| anyhow::anyhow!("{}: {e}", a.work.display()))?;
     let mut rows = Vec::new();
     for task in &a.tasks {

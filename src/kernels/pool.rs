@@ -171,15 +171,33 @@ pub fn init(threads: usize) -> bool {
     GLOBAL.set(Pool::new(threads)).is_ok()
 }
 
-/// The global pool: sized by [`init`] (`--threads`), else by the number of CPUs.
+/// The global pool: sized by [`init`] (`--threads`), else by [`default_threads`].
 pub fn global() -> &'static Pool {
-    GLOBAL.get_or_init(|| {
-        Pool::new(
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1),
-        )
-    })
+    GLOBAL.get_or_init(|| Pool::new(default_threads()))
+}
+
+/// Threads when `--threads` is not given: one per physical core, the CPUs this process may use
+/// divided by the hardware threads per core. Decode is bound by memory bandwidth and prefill by
+/// each core's vector units; a second thread on the same core adds contention, not speed.
+pub fn default_threads() -> usize {
+    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per_core =
+        std::fs::read_to_string("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+            .map_or(1, |s| cpu_list_len(s.trim()));
+    (logical / per_core.max(1)).max(1)
+}
+
+/// The number of CPUs in a Linux CPU list such as `0-3,8,10-11` (0 if it does not parse).
+fn cpu_list_len(list: &str) -> usize {
+    list.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
+                (Ok(a), Ok(b)) if a <= b => b - a + 1,
+                _ => 0,
+            },
+            None => part.parse::<usize>().map_or(0, |_| 1),
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -198,6 +216,17 @@ mod tests {
             }
             assert!(hits.iter().all(|h| h.load(Relaxed) == 50));
         }
+    }
+
+    #[test]
+    fn cpu_lists_count_their_cpus() {
+        assert_eq!(cpu_list_len("0"), 1);
+        assert_eq!(cpu_list_len("0,4"), 2);
+        assert_eq!(cpu_list_len("0-1"), 2);
+        assert_eq!(cpu_list_len("0-3,8,10-11"), 7);
+        assert_eq!(cpu_list_len("garbage"), 0);
+        assert_eq!(cpu_list_len("3-1"), 0);
+        assert!(default_threads() >= 1);
     }
 
     #[test]
