@@ -210,6 +210,9 @@ mod tests {
             (7, 64, 130),
             (2, 128, 16),
             (5, 32, 200),
+            // A short span and a partial last tile after two full ones.
+            (4, 64, 20),
+            (8, 32, 53),
         ] {
             let (k, v) = cache(&mut rng, n, d);
             let q = rng.vec(g * d, 0.3);
