@@ -61,12 +61,7 @@ impl Linear {
 
     /// The layer applied to `n` rows of `x` at once.
     pub fn forward_batch(&self, x: &[f32], n: usize) -> Vec<f32> {
-        let mut y = vec![0.0; n * self.weight.rows];
-        self.weight.matmul(x, n, &mut y);
-        if let Some(b) = &self.bias {
-            y.chunks_exact_mut(self.weight.rows)
-                .for_each(|row| add_in_place(row, b));
-        }
+        let [y] = Linear::forward_batch_group([self], x, n);
         y
     }
 }

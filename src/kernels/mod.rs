@@ -180,4 +180,34 @@ pub(crate) mod testutil {
             (0..n).map(|_| self.f32() * scale).collect()
         }
     }
+
+    /// The Q4 kernel tests' cases: for each `[rows, cols]` shape, block 32/64/128 (those that
+    /// divide `cols`) and asymmetric then symmetric, a random matrix quantized by the codec
+    /// (round to nearest) is handed to `f(rng, rows, cols, block, sym, bytes)`.
+    pub fn each_q4_case(
+        rng: &mut Rng,
+        shapes: &[(usize, usize)],
+        mut f: impl FnMut(&mut Rng, usize, usize, usize, bool, &[u8]),
+    ) {
+        use pocket_formats::quant::{q4 as codec, search::Method};
+        for &(rows, cols) in shapes {
+            for block in [32, 64, 128] {
+                if cols % block != 0 {
+                    continue;
+                }
+                for sym in [false, true] {
+                    let v = rng.vec(rows * cols, 0.1);
+                    let opt = codec::Options {
+                        block,
+                        sym,
+                        method: Method::Rtn,
+                        grid: false,
+                        importance: None,
+                    };
+                    let bytes = codec::quantize(&v, rows, cols, opt).bytes;
+                    f(rng, rows, cols, block, sym, &bytes);
+                }
+            }
+        }
+    }
 }

@@ -163,95 +163,78 @@ pub fn dot_rows_scalar(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32])
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::testutil::Rng;
+    use crate::kernels::testutil::{each_q4_case, Rng};
     use pocket_formats::quant::q4 as codec;
-    use pocket_formats::quant::search::Method;
-
-    fn matrix(rng: &mut Rng, rows: usize, cols: usize, block: usize, sym: bool) -> Vec<u8> {
-        let v = rng.vec(rows * cols, 0.1);
-        let opt = codec::Options {
-            block,
-            sym,
-            method: Method::Rtn,
-            grid: false,
-            importance: None,
-        };
-        codec::quantize(&v, rows, cols, opt).bytes
-    }
 
     /// Every kernel agrees with the scalar twin, and the twin with the f32 decode of the same
     /// codes times the dequantized activations.
     #[test]
     fn every_isa_matches_the_scalar_twin() {
         let mut rng = Rng(11);
-        for &(rows, cols) in &[(3, 64), (7, 192), (5, 576), (9, 896), (2, 1024), (4, 2560)] {
-            for block in [32, 64, 128] {
-                if cols % block != 0 {
-                    continue;
+        each_q4_case(
+            &mut rng,
+            &[(3, 64), (7, 192), (5, 576), (9, 896), (2, 1024), (4, 2560)],
+            |rng, rows, cols, block, sym, bytes| {
+                let (codes, params) = codec::planes(bytes, rows, cols);
+                let w = Q4Matrix::from_bytes(bytes, rows, cols, block, sym);
+                let x = rng.vec(cols, 3.0);
+                let mut want = vec![0.0; rows];
+                let mut a = QuantActs::default();
+                a.quantize(&x, block, 0);
+                dot_rows_scalar(&w, 0, &a, &mut want);
+                // The twin against plain f32 math on the same codes.
+                let xd = a.dequantize();
+                let mut row = vec![0.0; cols];
+                for r in 0..rows {
+                    let pl = cols / block * if sym { 2 } else { 4 };
+                    codec::dequantize_row(
+                        &codes[r * cols / 2..][..cols / 2],
+                        &params[r * pl..][..pl],
+                        block,
+                        sym,
+                        &mut row,
+                    );
+                    let f: f32 = row.iter().zip(&xd).map(|(a, b)| a * b).sum();
+                    assert!(
+                        (f - want[r]).abs() <= 1e-4 * (1.0 + f.abs()),
+                        "{f} {}",
+                        want[r]
+                    );
                 }
-                for sym in [false, true] {
-                    let bytes = matrix(&mut rng, rows, cols, block, sym);
-                    let (codes, params) = codec::planes(&bytes, rows, cols);
-                    let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
-                    let x = rng.vec(cols, 3.0);
-                    let mut want = vec![0.0; rows];
-                    let mut a = QuantActs::default();
-                    a.quantize(&x, block, 0);
-                    dot_rows_scalar(&w, 0, &a, &mut want);
-                    // The twin against plain f32 math on the same codes.
-                    let xd = a.dequantize();
-                    let mut row = vec![0.0; cols];
-                    for r in 0..rows {
-                        let pl = cols / block * if sym { 2 } else { 4 };
-                        codec::dequantize_row(
-                            &codes[r * cols / 2..][..cols / 2],
-                            &params[r * pl..][..pl],
-                            block,
-                            sym,
-                            &mut row,
-                        );
-                        let f: f32 = row.iter().zip(&xd).map(|(a, b)| a * b).sum();
-                        assert!(
-                            (f - want[r]).abs() <= 1e-4 * (1.0 + f.abs()),
-                            "{f} {}",
-                            want[r]
-                        );
-                    }
-                    for isa in crate::kernels::available() {
-                        // Several tokens at once: the batched kernel against the twin.
-                        let xs: Vec<Vec<f32>> = (0..6).map(|_| rng.vec(cols, 2.0)).collect();
-                        let acts: Vec<QuantActs> = xs
-                            .iter()
-                            .map(|x| {
-                                let mut a = QuantActs::default();
-                                a.quantize(x, block, act_chunk(isa));
-                                a
-                            })
-                            .collect();
-                        let mut got = vec![0.0; 6 * (rows - 1)];
-                        dot_rows_tokens(isa, &w, 1, rows - 1, &acts, &mut got);
-                        for (t, x) in xs.iter().enumerate() {
+                for isa in crate::kernels::available() {
+                    // Several tokens at once: the batched kernel against the twin.
+                    let xs: Vec<Vec<f32>> = (0..6).map(|_| rng.vec(cols, 2.0)).collect();
+                    let acts: Vec<QuantActs> = xs
+                        .iter()
+                        .map(|x| {
                             let mut a = QuantActs::default();
-                            a.quantize(x, block, 0);
-                            let mut e = vec![0.0; rows - 1];
-                            dot_rows_scalar(&w, 1, &a, &mut e);
-                            for (g, e) in got[t * (rows - 1)..(t + 1) * (rows - 1)].iter().zip(&e) {
-                                assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} batched");
-                            }
-                        }
-                        a.quantize(&x, block, act_chunk(isa));
-                        // Rows 1.. only: a non-zero first row exercises the offsets.
-                        let mut got = vec![0.0; rows - 1];
-                        dot_rows(isa, &w, 1, &a, &mut got);
-                        for (g, e) in got.iter().zip(&want[1..]) {
-                            assert!(
-                                (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
-                                "{isa:?} {rows}x{cols} b{block} sym={sym}: {g} vs {e}"
-                            );
+                            a.quantize(x, block, act_chunk(isa));
+                            a
+                        })
+                        .collect();
+                    let mut got = vec![0.0; 6 * (rows - 1)];
+                    dot_rows_tokens(isa, &w, 1, rows - 1, &acts, &mut got);
+                    for (t, x) in xs.iter().enumerate() {
+                        let mut a = QuantActs::default();
+                        a.quantize(x, block, 0);
+                        let mut e = vec![0.0; rows - 1];
+                        dot_rows_scalar(&w, 1, &a, &mut e);
+                        for (g, e) in got[t * (rows - 1)..(t + 1) * (rows - 1)].iter().zip(&e) {
+                            assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} batched");
                         }
                     }
+                    a.quantize(&x, block, act_chunk(isa));
+                    // Rows 1.. only: a non-zero first row exercises the offsets.
+                    let mut got = vec![0.0; rows - 1];
+                    dot_rows(isa, &w, 1, &a, &mut got);
+                    for (g, e) in got.iter().zip(&want[1..]) {
+                        assert!(
+                            (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                            "{isa:?} {rows}x{cols} b{block} sym={sym}: {g} vs {e}"
+                        );
+                    }
                 }
-            }
-        }
+            },
+        );
     }
 }

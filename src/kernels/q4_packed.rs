@@ -255,125 +255,103 @@ pub fn dot_rows_f32_scalar(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::testutil::Rng;
+    use crate::kernels::testutil::{each_q4_case, Rng};
     use pocket_formats::quant::q4 as codec;
-    use pocket_formats::quant::search::Method;
-
-    /// A random `[rows, cols]` matrix in the Q4 codec's bytes.
-    fn quantized(rng: &mut Rng, rows: usize, cols: usize, block: usize, sym: bool) -> Vec<u8> {
-        let v = rng.vec(rows * cols, 0.1);
-        let opt = codec::Options {
-            block,
-            sym,
-            method: Method::Rtn,
-            grid: false,
-            importance: None,
-        };
-        codec::quantize(&v, rows, cols, opt).bytes
-    }
 
     /// The packed rows decode to the row-major rows, and every path's dot products equal the
     /// row-major scalar twin's.
     #[test]
     fn packed_matches_row_major() {
         let mut rng = Rng(17);
-        for &(rows, cols) in &[(16, 64), (32, 896), (48, 128), (64, 256), (16, 2560)] {
-            for block in [32, 64, 128] {
-                if cols % block != 0 {
-                    continue;
+        each_q4_case(
+            &mut rng,
+            &[(16, 64), (32, 896), (48, 128), (64, 256), (16, 2560)],
+            |rng, rows, cols, block, sym, bytes| {
+                let w = Q4Matrix::from_bytes(bytes, rows, cols, block, sym);
+                let p = PackedQ4::pack(&w).unwrap();
+                let (codes, params) = codec::planes(bytes, rows, cols);
+                let pl = cols / block * codec::param_bytes(sym);
+                let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
+                for r in 0..rows {
+                    codec::dequantize_row(
+                        &codes[r * cols / 2..][..cols / 2],
+                        &params[r * pl..][..pl],
+                        block,
+                        sym,
+                        &mut a,
+                    );
+                    p.row(r, &mut b);
+                    assert_eq!(a, b, "row {r}");
                 }
-                for sym in [false, true] {
-                    let bytes = quantized(&mut rng, rows, cols, block, sym);
-                    let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
-                    let p = PackedQ4::pack(&w).unwrap();
-                    let (codes, params) = codec::planes(&bytes, rows, cols);
-                    let pl = cols / block * codec::param_bytes(sym);
-                    let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
-                    for r in 0..rows {
-                        codec::dequantize_row(
-                            &codes[r * cols / 2..][..cols / 2],
-                            &params[r * pl..][..pl],
-                            block,
-                            sym,
-                            &mut a,
-                        );
-                        p.row(r, &mut b);
-                        assert_eq!(a, b, "row {r}");
-                    }
-                    let xs: Vec<Vec<f32>> = (0..5).map(|_| rng.vec(cols, 2.0)).collect();
-                    let acts: Vec<QuantActs> = xs
-                        .iter()
-                        .map(|x| {
-                            let mut a = QuantActs::default();
-                            a.quantize(x, block, ACT_CHUNK);
-                            a
-                        })
-                        .collect();
-                    // From the second group on: one group, or (48 and 64 rows) a pair of
-                    // groups, then a lone one, as the 4-token prefill tiles take them.
-                    let first = GROUP * (rows / GROUP > 1) as usize;
-                    let count = if rows >= 48 { rows - first } else { GROUP };
-                    for isa in crate::kernels::available() {
-                        let mut got = vec![0.0; acts.len() * count];
-                        dot_rows_tokens(isa, &p, first, count, &acts, &mut got);
-                        for (t, a) in acts.iter().enumerate() {
-                            let mut want = vec![0.0; count];
-                            crate::kernels::q4::dot_rows_scalar(&w, first, a, &mut want);
-                            for (g, e) in got[t * count..(t + 1) * count].iter().zip(&want) {
-                                assert!(
-                                    (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
-                                    "{isa:?} {rows}x{cols} b{block} sym={sym}: {g} vs {e}"
-                                );
-                            }
+                let xs: Vec<Vec<f32>> = (0..5).map(|_| rng.vec(cols, 2.0)).collect();
+                let acts: Vec<QuantActs> = xs
+                    .iter()
+                    .map(|x| {
+                        let mut a = QuantActs::default();
+                        a.quantize(x, block, ACT_CHUNK);
+                        a
+                    })
+                    .collect();
+                // From the second group on: one group, or (48 and 64 rows) a pair of
+                // groups, then a lone one, as the 4-token prefill tiles take them.
+                let first = GROUP * (rows / GROUP > 1) as usize;
+                let count = if rows >= 48 { rows - first } else { GROUP };
+                for isa in crate::kernels::available() {
+                    let mut got = vec![0.0; acts.len() * count];
+                    dot_rows_tokens(isa, &p, first, count, &acts, &mut got);
+                    for (t, a) in acts.iter().enumerate() {
+                        let mut want = vec![0.0; count];
+                        crate::kernels::q4::dot_rows_scalar(&w, first, a, &mut want);
+                        for (g, e) in got[t * count..(t + 1) * count].iter().zip(&want) {
+                            assert!(
+                                (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                                "{isa:?} {rows}x{cols} b{block} sym={sym}: {g} vs {e}"
+                            );
                         }
                     }
                 }
-            }
-        }
+            },
+        );
     }
     /// The f32-activation kernel equals the codec's decoded rows times x, on every path.
     #[test]
     fn w4a16_matches_decoded_rows() {
         let mut rng = Rng(23);
-        for &(rows, cols) in &[(16, 64), (48, 896), (32, 384)] {
-            for block in [32, 64, 128] {
-                if cols % block != 0 {
-                    continue;
-                }
-                for sym in [false, true] {
-                    let bytes = quantized(&mut rng, rows, cols, block, sym);
-                    let w = Q4Matrix::from_bytes(&bytes, rows, cols, block, sym);
-                    let p = PackedQ4::pack(&w).unwrap();
-                    for n in [1, 3, 4, 7] {
-                        let x = rng.vec(n * cols, 2.0);
-                        let sums = block_sums(&x, block);
-                        let first = if rows > GROUP { GROUP } else { 0 };
-                        let count = rows - first;
-                        let mut want = vec![0.0f64; n * count];
-                        let mut row = vec![0.0; cols];
-                        for i in 0..count {
-                            p.row(first + i, &mut row);
-                            for t in 0..n {
-                                want[t * count + i] = row
-                                    .iter()
-                                    .zip(&x[t * cols..])
-                                    .map(|(a, b)| *a as f64 * *b as f64)
-                                    .sum();
-                            }
+        each_q4_case(
+            &mut rng,
+            &[(16, 64), (48, 896), (32, 384)],
+            |rng, rows, cols, block, sym, bytes| {
+                let w = Q4Matrix::from_bytes(bytes, rows, cols, block, sym);
+                let p = PackedQ4::pack(&w).unwrap();
+                for n in [1, 3, 4, 7] {
+                    let x = rng.vec(n * cols, 2.0);
+                    let sums = block_sums(&x, block);
+                    let first = if rows > GROUP { GROUP } else { 0 };
+                    let count = rows - first;
+                    let mut want = vec![0.0f64; n * count];
+                    let mut row = vec![0.0; cols];
+                    for i in 0..count {
+                        p.row(first + i, &mut row);
+                        for t in 0..n {
+                            want[t * count + i] = row
+                                .iter()
+                                .zip(&x[t * cols..])
+                                .map(|(a, b)| *a as f64 * *b as f64)
+                                .sum();
                         }
-                        for isa in crate::kernels::available() {
-                            let mut got = vec![0.0; n * count];
-                            dot_rows_f32(isa, &p, first, count, &x, &sums, &mut got);
-                            for (j, (g, e)) in got.iter().zip(&want).enumerate() {
-                                assert!(
-                                    (*g as f64 - e).abs() <= 2e-5 * (1.0 + e.abs()),
-                                    "{isa:?} {rows}x{cols} b{block} sym={sym} n={n} #{j}: {g} vs {e}"
-                                );
-                            }
+                    }
+                    for isa in crate::kernels::available() {
+                        let mut got = vec![0.0; n * count];
+                        dot_rows_f32(isa, &p, first, count, &x, &sums, &mut got);
+                        for (j, (g, e)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (*g as f64 - e).abs() <= 2e-5 * (1.0 + e.abs()),
+                                "{isa:?} {rows}x{cols} b{block} sym={sym} n={n} #{j}: {g} vs {e}"
+                            );
                         }
                     }
                 }
-            }
-        }
+            },
+        );
     }
 }

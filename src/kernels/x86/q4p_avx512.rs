@@ -62,14 +62,14 @@ pub unsafe fn dot_rows_tokens(
     }
 }
 
-/// One group of 16 rows against up to four tokens.
-struct Group<'a> {
-    p: &'a PackedQ4,
-    g: usize,
+/// One group of 16 rows against up to four tokens (also the W4A16 kernel's unit of work).
+pub(super) struct Group<'a> {
+    pub(super) p: &'a PackedQ4,
+    pub(super) g: usize,
     /// Where the group's 16 outputs start within each token's `count` outputs.
-    col: usize,
-    count: usize,
-    t0: usize,
+    pub(super) col: usize,
+    pub(super) count: usize,
+    pub(super) t0: usize,
 }
 
 impl Group<'_> {

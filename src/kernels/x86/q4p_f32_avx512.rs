@@ -3,6 +3,7 @@
 //! table (the permute reads only the index's low 4 bits, so no mask is needed), then one FMA
 //! per column and token. The block's scale and zero point are applied once per block.
 
+use super::q4p_avx512::{block_params, Group};
 use crate::kernels::q4_packed::{PackedQ4, GROUP};
 use std::arch::x86_64::*;
 
@@ -35,33 +36,29 @@ pub unsafe fn dot_rows(
                 t0,
             };
             match nt {
-                1 => job.run::<1, 4>(x, sums, out),
-                2 => job.run::<2, 2>(x, sums, out),
-                3 => job.run::<3, 2>(x, sums, out),
-                _ => job.run::<4, 2>(x, sums, out),
+                1 => job.run_f32::<1, 4>(x, sums, out),
+                2 => job.run_f32::<2, 2>(x, sums, out),
+                3 => job.run_f32::<3, 2>(x, sums, out),
+                _ => job.run_f32::<4, 2>(x, sums, out),
             }
             t0 += nt;
         }
     }
 }
 
-struct Group<'a> {
-    p: &'a PackedQ4,
-    g: usize,
-    /// Where the group's 16 outputs start within each token's `count` outputs.
-    col: usize,
-    count: usize,
-    t0: usize,
-}
-
 impl Group<'_> {
-    /// `T` tokens, `C` f32 accumulators per token (independent FMA chains).
+    /// `T` tokens of f32 activations, `C` f32 accumulators per token (independent FMA chains).
     ///
     /// # Safety
     /// As [`dot_rows`]; tokens `t0..t0 + T` exist.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-    unsafe fn run<const T: usize, const C: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
+    unsafe fn run_f32<const T: usize, const C: usize>(
+        &self,
+        x: &[f32],
+        sums: &[f32],
+        out: &mut [f32],
+    ) {
         let p = self.p;
         let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
         let lut = _mm512_setr_ps(
@@ -97,7 +94,7 @@ impl Group<'_> {
             }
             // SAFETY: the record ends with the 16 rows' f16 parameters.
             let pr = r.add(block / 8 * 64);
-            let (s, m) = super::q4p_avx512::block_params(pr, p.sym);
+            let (s, m) = block_params(pr, p.sym);
             for (t, dt) in d.iter().enumerate() {
                 let mut dot = dt[0];
                 for a in &dt[1..] {
