@@ -1,7 +1,9 @@
 //! Attention tiles with AVX2: as the AVX-512 version (see `attn_avx512`), with a tile's 16
 //! scores in two vectors and values summed 16 dimensions at a time for up to 4 query heads.
 
-use crate::kernels::attn::{KvHead, Running, EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, TILE};
+use crate::kernels::attn::{
+    KvHead, Running, EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, RESCALE_AT, TILE,
+};
 use std::arch::x86_64::*;
 
 const HEADS: usize = 4;
@@ -83,6 +85,12 @@ unsafe fn span_impl<const HALF: bool>(
     run: &mut Running,
 ) {
     let g = run.m.len();
+    // As in the AVX-512 version: each head's sum of exponentials per lane for the span.
+    let mut lv: Vec<__m256> = run
+        .l
+        .iter()
+        .map(|&l| _mm256_setr_ps(l, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0))
+        .collect();
     let mut tile = t0;
     while tile < t1 {
         let valid = TILE.min(t1 - tile);
@@ -97,7 +105,7 @@ unsafe fn span_impl<const HALF: bool>(
                 tile,
                 valid,
             };
-            let (m, l) = (&mut run.m[h0..h0 + hn], &mut run.l[h0..h0 + hn]);
+            let (m, l) = (&mut run.m[h0..h0 + hn], &mut lv[h0..h0 + hn]);
             let acc = run.acc.as_mut_ptr().add(h0 * d);
             match hn {
                 4 => t.heads::<HALF, 4>(m, l, acc),
@@ -108,6 +116,9 @@ unsafe fn span_impl<const HALF: bool>(
             h0 += hn;
         }
         tile += TILE;
+    }
+    for (l, v) in run.l.iter_mut().zip(&lv) {
+        *l = super::q4_avx2::hsum(*v);
     }
 }
 
@@ -128,7 +139,7 @@ impl TileRun {
     unsafe fn heads<const HALF: bool, const H: usize>(
         &self,
         m: &mut [f32],
-        l: &mut [f32],
+        l: &mut [__m256],
         acc: *mut f32,
     ) {
         let d = self.d;
@@ -144,7 +155,9 @@ impl TileRun {
             }
         }
         let mut p = [[0.0f32; TILE]; H];
-        let mut corr = [0.0f32; H];
+        // Lazy rescaling, as `kernels::attn::span_scalar`.
+        let mut corr = [1.0f32; H];
+        let mut rescale = false;
         for h in 0..H {
             let mut sc = [0.0f32; TILE];
             _mm256_storeu_ps(sc.as_mut_ptr(), s[h][0]);
@@ -154,22 +167,35 @@ impl TileRun {
                 _mm256_loadu_ps(sc.as_ptr()),
                 _mm256_loadu_ps(sc.as_ptr().add(8)),
             );
-            let mx = hmax(_mm256_max_ps(s0, s1)).max(m[h]);
-            corr[h] = crate::kernels::attn::exp(m[h] - mx);
-            let mb = _mm256_set1_ps(mx);
+            let limit = _mm256_set1_ps(m[h] + RESCALE_AT);
+            let over = _mm256_or_ps(
+                _mm256_cmp_ps::<_CMP_GT_OQ>(s0, limit),
+                _mm256_cmp_ps::<_CMP_GT_OQ>(s1, limit),
+            );
+            if _mm256_movemask_ps(over) != 0 {
+                let mx = hmax(_mm256_max_ps(s0, s1));
+                corr[h] = crate::kernels::attn::exp(m[h] - mx);
+                l[h] = _mm256_mul_ps(l[h], _mm256_set1_ps(corr[h]));
+                m[h] = mx;
+                rescale = true;
+            }
+            let mb = _mm256_set1_ps(m[h]);
             let (e0, e1) = (exp(_mm256_sub_ps(s0, mb)), exp(_mm256_sub_ps(s1, mb)));
             _mm256_storeu_ps(p[h].as_mut_ptr(), e0);
             _mm256_storeu_ps(p[h].as_mut_ptr().add(8), e1);
-            l[h] = l[h] * corr[h] + super::q4_avx2::hsum(_mm256_add_ps(e0, e1));
-            m[h] = mx;
+            l[h] = _mm256_add_ps(l[h], _mm256_add_ps(e0, e1));
         }
         let mut dc = 0;
         while dc < d {
             let mut a = [[_mm256_setzero_ps(); 2]; H];
             for h in 0..H {
-                let c = _mm256_set1_ps(corr[h]);
-                a[h][0] = _mm256_mul_ps(_mm256_loadu_ps(acc.add(h * d + dc)), c);
-                a[h][1] = _mm256_mul_ps(_mm256_loadu_ps(acc.add(h * d + dc + 8)), c);
+                a[h][0] = _mm256_loadu_ps(acc.add(h * d + dc));
+                a[h][1] = _mm256_loadu_ps(acc.add(h * d + dc + 8));
+                if rescale {
+                    let c = _mm256_set1_ps(corr[h]);
+                    a[h][0] = _mm256_mul_ps(a[h][0], c);
+                    a[h][1] = _mm256_mul_ps(a[h][1], c);
+                }
             }
             for t in 0..self.valid {
                 let row = (self.tile + t) * d + dc;

@@ -2,7 +2,9 @@
 //! stored tile-transposed), the running softmax uses a vector `exp`, and values are summed
 //! 32 dimensions at a time for up to 8 query heads.
 
-use crate::kernels::attn::{KvHead, Running, EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, TILE};
+use crate::kernels::attn::{
+    KvHead, Running, EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, RESCALE_AT, TILE,
+};
 use std::arch::x86_64::*;
 
 /// Query heads per pass (16 value accumulators and 8 score vectors fit the 32 registers).
@@ -70,6 +72,13 @@ unsafe fn span_impl<const HALF: bool>(
     run: &mut Running,
 ) {
     let g = run.m.len();
+    // Each head's sum of exponentials, kept per lane for the span (no horizontal add per tile);
+    // the incoming sum rides in lane 0.
+    let mut lv: Vec<__m512> = run
+        .l
+        .iter()
+        .map(|&l| _mm512_mask_mov_ps(_mm512_setzero_ps(), 1, _mm512_set1_ps(l)))
+        .collect();
     let mut tile = t0;
     while tile < t1 {
         let valid = TILE.min(t1 - tile);
@@ -84,7 +93,7 @@ unsafe fn span_impl<const HALF: bool>(
                 tile,
                 valid,
             };
-            let (m, l) = (&mut run.m[h0..h0 + hn], &mut run.l[h0..h0 + hn]);
+            let (m, l) = (&mut run.m[h0..h0 + hn], &mut lv[h0..h0 + hn]);
             let acc = run.acc.as_mut_ptr().add(h0 * d);
             match hn {
                 8 => t.heads::<HALF, 8>(m, l, acc),
@@ -99,6 +108,9 @@ unsafe fn span_impl<const HALF: bool>(
             h0 += hn;
         }
         tile += TILE;
+    }
+    for (l, v) in run.l.iter_mut().zip(&lv) {
+        *l = _mm512_reduce_add_ps(*v);
     }
 }
 
@@ -120,7 +132,7 @@ impl TileRun {
     unsafe fn heads<const HALF: bool, const H: usize>(
         &self,
         m: &mut [f32],
-        l: &mut [f32],
+        l: &mut [__m512],
         acc: *mut f32,
     ) {
         let d = self.d;
@@ -139,24 +151,36 @@ impl TileRun {
             ((1u32 << self.valid) - 1) as __mmask16
         };
         let mut p = [[0.0f32; TILE]; H];
-        let mut corr = [0.0f32; H];
+        // The reference max moves only when a score passes it by more than RESCALE_AT (see
+        // `kernels::attn::span_scalar`): most tiles skip the reduction and the rescale.
+        let mut corr = [1.0f32; H];
+        let mut rescale = false;
         for h in 0..H {
             let sm = _mm512_mask_blend_ps(lanes, _mm512_set1_ps(f32::NEG_INFINITY), s[h]);
-            let mx = _mm512_reduce_max_ps(sm).max(m[h]);
-            corr[h] = crate::kernels::attn::exp(m[h] - mx);
-            let e = exp(_mm512_sub_ps(sm, _mm512_set1_ps(mx)));
-            l[h] = l[h] * corr[h] + _mm512_reduce_add_ps(e);
-            m[h] = mx;
+            let limit = _mm512_set1_ps(m[h] + RESCALE_AT);
+            if _mm512_cmp_ps_mask::<_CMP_GT_OQ>(sm, limit) != 0 {
+                let mx = _mm512_reduce_max_ps(sm);
+                corr[h] = crate::kernels::attn::exp(m[h] - mx);
+                l[h] = _mm512_mul_ps(l[h], _mm512_set1_ps(corr[h]));
+                m[h] = mx;
+                rescale = true;
+            }
+            let e = exp(_mm512_sub_ps(sm, _mm512_set1_ps(m[h])));
+            l[h] = _mm512_add_ps(l[h], e);
             _mm512_storeu_ps(p[h].as_mut_ptr(), e);
         }
-        // Values: 32 dimensions at a time, rescaled by the running max's change.
+        // Values: 32 dimensions at a time.
         let mut dc = 0;
         while dc < d {
             let mut a = [[_mm512_setzero_ps(); 2]; H];
             for h in 0..H {
-                let c = _mm512_set1_ps(corr[h]);
-                a[h][0] = _mm512_mul_ps(_mm512_loadu_ps(acc.add(h * d + dc)), c);
-                a[h][1] = _mm512_mul_ps(_mm512_loadu_ps(acc.add(h * d + dc + 16)), c);
+                a[h][0] = _mm512_loadu_ps(acc.add(h * d + dc));
+                a[h][1] = _mm512_loadu_ps(acc.add(h * d + dc + 16));
+                if rescale {
+                    let c = _mm512_set1_ps(corr[h]);
+                    a[h][0] = _mm512_mul_ps(a[h][0], c);
+                    a[h][1] = _mm512_mul_ps(a[h][1], c);
+                }
             }
             for t in 0..self.valid {
                 let row = (self.tile + t) * d + dc;
