@@ -10,6 +10,7 @@ use pocket_formats::gguf::GgufFile;
 use pocket_formats::hf::tokenizer_config::TOKENIZER;
 use pocket_formats::hf::{GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
 use pocket_formats::pocket::reader::PocketFile;
+use pocket_formats::pocket::Layout;
 use pocket_formats::pocket::{TokenizerMeta, TOKENIZER_BLOB};
 use pocket_formats::FormatError;
 use std::path::{Path, PathBuf};
@@ -88,7 +89,10 @@ impl ModelFile {
                     dtype: t.dtype.to_string(),
                     shape: t.shape.clone(),
                     bytes: t.size,
-                    location: format!("@{}", t.offset),
+                    location: match t.layout {
+                        Layout::Rows => format!("@{}", t.offset),
+                        Layout::Rows16 => format!("@{} rows16", t.offset),
+                    },
                 })
                 .collect(),
             ModelFile::Gguf(g, _) => g
@@ -128,7 +132,8 @@ pub struct TensorInfo {
     pub dtype: String,
     pub shape: Vec<usize>,
     pub bytes: u64,
-    /// The shard file (HF) or the data-section offset (`.pocket`).
+    /// The shard file (HF) or the data-section offset (`.pocket`, with `rows16` for matrices
+    /// stored in the kernels' interleaved layout).
     pub location: String,
 }
 

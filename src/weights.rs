@@ -14,6 +14,7 @@ use pocket_formats::bytes::ByteView;
 use pocket_formats::gguf::{ggml, GgmlType, GgufFile};
 use pocket_formats::hf::{DType, HfCheckpoint, MappedTensor};
 use pocket_formats::pocket::reader::{PocketFile, PocketTensor};
+use pocket_formats::pocket::Layout;
 use pocket_formats::quant::{dense, q4, q8, QuantType};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -97,6 +98,47 @@ impl Matrix {
                 data.len()
             ))),
         }
+    }
+
+    /// A `.pocket` matrix: row-major bytes go through [`Matrix::new`]; Q4/Q8 bytes stored in the
+    /// kernels' `rows16` layout are used where they are mapped (every ISA reads that layout;
+    /// the scalar path through the packed kernels' twins).
+    pub fn from_pocket(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: QuantType,
+        layout: Layout,
+        data: ByteView,
+    ) -> Result<Matrix, Error> {
+        if layout == Layout::Rows {
+            return Matrix::new(name, rows, cols, dtype, data);
+        }
+        let packed = match dtype {
+            QuantType::Q4 { block, sym } => {
+                PackedQ4::mapped(data.clone(), rows, cols, block, sym).map(Packed::Q4)
+            }
+            QuantType::Q8 { block } => {
+                PackedQ8::mapped(data.clone(), rows, cols, block).map(Packed::Q8)
+            }
+            _ => None,
+        };
+        let Some(packed) = packed else {
+            return Err(Error::Invalid(format!(
+                "tensor `{name}`: {} bytes in layout rows16 do not hold a [{rows}, {cols}] {dtype} matrix",
+                data.len()
+            )));
+        };
+        Ok(Matrix {
+            name: name.into(),
+            rows,
+            cols,
+            encoding: Encoding::Pocket(dtype),
+            // The same bytes, in the packed order: every read goes through `packed`.
+            data,
+            row_map: None,
+            packed: Some(packed),
+        })
     }
 
     /// A matrix of ggml blocks; `row_map[r]` is the stored row holding logical row `r`.
@@ -772,7 +814,7 @@ impl WeightSource for PocketFile {
         if t.entry.shape != [rows, cols] {
             return Err(shape_error(name, &t.entry.shape, &[rows, cols]));
         }
-        Matrix::new(name, rows, cols, t.entry.dtype, t.data)
+        Matrix::from_pocket(name, rows, cols, t.entry.dtype, t.entry.layout, t.data)
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {

@@ -117,7 +117,7 @@ fn weights_are_the_pocket_bytes_and_the_graph_points_at_them() {
                 .map(|v| v.as_u64().unwrap() as usize)
                 .collect();
             let pt = file.tensor(tname).unwrap();
-            let bytes = pt.data.as_slice();
+            let bytes = &pt.row_major()[..];
             let at = |i: usize| ext[0] + ext[1..i].iter().sum::<usize>();
             let own = tname == "model.embed_tokens.weight" && untied;
             let data = if own {

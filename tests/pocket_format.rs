@@ -5,7 +5,7 @@ use pocket::loader::LoadedModel;
 use pocket_formats::hf::{GenerationConfig, ModelSpec};
 use pocket_formats::pocket::reader::PocketFile;
 use pocket_formats::pocket::writer::PocketWriter;
-use pocket_formats::pocket::{BlobEntry, PocketHeader, TensorEntry, TokenizerMeta};
+use pocket_formats::pocket::{BlobEntry, Layout, PocketHeader, TensorEntry, TokenizerMeta};
 use pocket_formats::quant::QuantType;
 use serde_json::Value;
 use std::path::Path;
@@ -173,6 +173,7 @@ fn tiny_header() -> PocketHeader {
                 offset: 0,
                 size: 0,
                 xxh3: String::new(),
+                layout: Layout::Rows,
             },
             TensorEntry {
                 name: "v".into(),
@@ -181,6 +182,7 @@ fn tiny_header() -> PocketHeader {
                 offset: 0,
                 size: 0,
                 xxh3: String::new(),
+                layout: Layout::Rows,
             },
         ],
     }
@@ -203,7 +205,7 @@ fn hand_built_file_pins_the_layout() {
 
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[..8], b"POCKET\0\0");
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
     let hlen = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
     assert_eq!(
         u64::from_le_bytes(bytes[24..32].try_into().unwrap()),
@@ -313,5 +315,94 @@ fn a_failed_export_leaves_no_file() {
         std::fs::read_dir(tmp.path()).unwrap().count(),
         0,
         "no output and no temporary file"
+    );
+}
+
+/// Q4 and Q8 matrices are stored in the kernels' `rows16` layout and used where they are
+/// mapped; the same model written row-major (repacked at load, or read by the row-major
+/// kernels on the scalar path) gives the same logits, and `row_major()` gives the codec's bytes.
+#[test]
+fn rows16_tensors_run_in_place_like_row_major_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "qwen3-tiny";
+    let ids = &reference_ids(name)[..12];
+    for q in ["q4", "q8"] {
+        let packed = tmp.path().join(format!("{q}.pocket"));
+        export(&fixture(name), &packed, &["--quant", q, "--block", "64"]);
+        let f = PocketFile::open(&packed).unwrap();
+        let n16 = f.tensors().filter(|t| t.layout == Layout::Rows16).count();
+        assert!(n16 > 0, "{q}: no rows16 tensor");
+        // The same tensors, row-major.
+        let mut header = f.header.clone();
+        header
+            .tensors
+            .iter_mut()
+            .for_each(|t| t.layout = Layout::Rows);
+        let blobs: Vec<Vec<u8>> = header
+            .blobs
+            .iter()
+            .map(|b| f.blob(&b.name).unwrap())
+            .collect();
+        for (b, raw) in header.blobs.iter_mut().zip(&blobs) {
+            b.encoding = "raw".into();
+            b.size = raw.len() as u64;
+        }
+        let plain = tmp.path().join(format!("{q}-rows.pocket"));
+        let mut w = PocketWriter::create(&plain, header.clone()).unwrap();
+        for raw in &blobs {
+            w.write_next(raw).unwrap();
+        }
+        for t in &header.tensors {
+            let pt = f.tensor(&t.name).unwrap();
+            if pt.entry.layout == Layout::Rows16 {
+                let rows_major = pt.row_major();
+                assert_ne!(&rows_major[..], pt.data.as_slice(), "{}", t.name);
+                let (r, c) = (t.shape[0], t.shape[1]);
+                let again = pocket_formats::quant::rows16::pack(t.dtype, &rows_major, r, c);
+                assert_eq!(again.as_deref(), Some(pt.data.as_slice()), "{}", t.name);
+            }
+            w.write_next(&pt.row_major()).unwrap();
+        }
+        w.finish().unwrap();
+        let a = all_logits(&LoadedModel::open(&packed).unwrap(), ids);
+        let b = all_logits(&LoadedModel::open(&plain).unwrap(), ids);
+        if pocket::kernels::active() >= pocket::kernels::Isa::Avx2 {
+            // Both files end up in the same packed bytes and kernels.
+            for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
+                assert_eq!(x.to_bits(), y.to_bits(), "{q}: {x} vs {y}");
+            }
+        } else {
+            // The scalar path reads rows16 through the packed kernels' twins and row-major
+            // bytes through the row-major kernels: the same sums in another order. A random
+            // tiny model amplifies such differences over positions (its attention is sharp),
+            // so compare the first position only.
+            for (x, y) in a[0].iter().zip(&b[0]) {
+                assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{q}: {x} vs {y}");
+            }
+        }
+    }
+}
+
+/// A tensor that claims `rows16` with a shape the layout cannot hold (2 rows) is refused at
+/// open, naming the tensor.
+#[test]
+fn rows16_on_a_shape_that_does_not_fit_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("x.pocket");
+    let mut header = tiny_header();
+    header.tensors[0].layout = Layout::Rows16;
+    let mut w = PocketWriter::create(&path, header).unwrap();
+    w.write_next(b"abc").unwrap();
+    w.write_next(&[0u8; 72]).unwrap();
+    w.write_next(&[0u8; 12]).unwrap();
+    w.finish().unwrap();
+    let err = PocketFile::open(&path).err().expect("refused").to_string();
+    assert!(err.contains("rows16") && err.contains("x.pocket"), "{err}");
+    let o = pocket(&["run", path.to_str().unwrap(), "-p", "hi"]);
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("rows16") && !stderr.contains("panicked"),
+        "{stderr}"
     );
 }

@@ -3,9 +3,11 @@
 //! tensor in f32 plus its encoding).
 
 use crate::pocket::writer::PocketWriter;
-use crate::pocket::{BlobEntry, PocketHeader, Provenance, SourceFile, TensorEntry, TOKENIZER_BLOB};
+use crate::pocket::{
+    BlobEntry, Layout, PocketHeader, Provenance, SourceFile, TensorEntry, TOKENIZER_BLOB,
+};
 use crate::quant::search::Method;
-use crate::quant::{dense, q4, q8, ErrorStats, QuantType};
+use crate::quant::{dense, q4, q8, rows16, ErrorStats, QuantType};
 use crate::recipe::{QatMode, Recipe};
 use crate::source::Source;
 use crate::FormatError;
@@ -124,6 +126,7 @@ pub fn write_pocket(
                 offset: 0,
                 size: 0,
                 xxh3: String::new(),
+                layout: layout_for(*dtype, shape),
             })
             .collect(),
     };
@@ -157,6 +160,12 @@ pub fn write_pocket(
                 shape,
                 note.clone(),
             )?;
+            let bytes = match (layout_for(*dtype, shape), &shape[..]) {
+                // Stored as the kernels read it, so loading maps it without repacking.
+                (Layout::Rows16, &[rows, cols]) => rows16::pack(*dtype, &bytes, rows, cols)
+                    .expect("the shape fits rows16 and the encoder sized the bytes"),
+                _ => bytes,
+            };
             writer.write_next(&bytes)?;
             if dtype.is_quantized() {
                 overall.merge(&stats);
@@ -185,6 +194,14 @@ pub fn write_pocket(
             tensors: reports,
         })
     })
+}
+
+/// Q4 and Q8 matrices whose shape allows it are stored in the kernels' 16-row layout.
+fn layout_for(dtype: QuantType, shape: &[usize]) -> Layout {
+    match shape {
+        [rows, cols] if rows16::fits(dtype, *rows, *cols) => Layout::Rows16,
+        _ => Layout::Rows,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -190,7 +190,7 @@ impl Source {
                 Some(l) => compressed_tensors::to_q4(h, l).ok()?.ok(),
                 None => h.get(name).map(|t| t.bytes().to_vec()),
             },
-            Source::Pocket(p) => p.tensor(name).map(|t| t.data.as_slice().to_vec()),
+            Source::Pocket(p) => p.tensor(name).map(|t| t.row_major().into_owned()),
             Source::Gguf { file, spec } => {
                 let t = gguf_import::tensor(file, name)?;
                 match gguf_import::q4_bytes(file, spec, name, t) {

@@ -5,7 +5,24 @@
 use super::Isa;
 
 /// Rows per interleaved group (the lanes of a 512-bit vector of 32-bit words).
-pub const GROUP: usize = 16;
+pub const GROUP: usize = pocket_formats::quant::rows16::GROUP;
+
+/// The bytes of a packed matrix: repacked at load (a file in the row-major layout) or mapped
+/// straight from a `.pocket` file that stores the `rows16` layout (no copy, no load work).
+pub enum PackedBytes {
+    Owned(Vec<u8>),
+    Mapped(pocket_formats::bytes::ByteView),
+}
+
+impl std::ops::Deref for PackedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            PackedBytes::Owned(v) => v,
+            PackedBytes::Mapped(m) => m.as_slice(),
+        }
+    }
+}
 
 /// For `i` in `0..words`, `k` in `0..16`: dst word `16·i + k` = src word `i` of row `k`, that
 /// is the 4 bytes at `src[k·stride + 4·i..]`, xor `flip`. `dst` holds `64·words` bytes.

@@ -15,10 +15,11 @@
 //! 8 (high nibbles), then the 4 odd ones.
 
 use super::act::QuantActs;
-use super::interleave::interleave;
+use super::interleave::{interleave, PackedBytes};
 use super::q4::Q4Matrix;
 use super::Isa;
 use half::f16;
+use pocket_formats::quant::{rows16, QuantType};
 
 pub use super::interleave::GROUP;
 /// The activation chunk these kernels read (see [`QuantActs::perm`]).
@@ -26,7 +27,7 @@ pub const ACT_CHUNK: usize = 8;
 
 /// A Q4 matrix in the 16-row interleaved layout.
 pub struct PackedQ4 {
-    pub data: Vec<u8>,
+    pub data: PackedBytes,
     pub rows: usize,
     pub cols: usize,
     pub block: usize,
@@ -37,11 +38,15 @@ impl PackedQ4 {
     /// Repacks `w`; `None` when the shape does not fit the layout (rows a multiple of 16,
     /// block 32, 64 or 128).
     pub fn pack(w: &Q4Matrix) -> Option<PackedQ4> {
-        if w.rows % GROUP != 0 || ![32, 64, 128].contains(&w.block) || w.cols % w.block != 0 {
+        let dtype = QuantType::Q4 {
+            block: w.block,
+            sym: w.sym,
+        };
+        if !rows16::fits(dtype, w.rows, w.cols) {
             return None;
         }
         let p = PackedQ4 {
-            data: Vec::new(),
+            data: PackedBytes::Owned(Vec::new()),
             rows: w.rows,
             cols: w.cols,
             block: w.block,
@@ -71,7 +76,31 @@ impl PackedQ4 {
                     }
                 }
             });
-        Some(PackedQ4 { data, ..p })
+        Some(PackedQ4 {
+            data: PackedBytes::Owned(data),
+            ..p
+        })
+    }
+
+    /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.
+    /// `None` when the shape or the length does not fit.
+    pub fn mapped(
+        data: pocket_formats::bytes::ByteView,
+        rows: usize,
+        cols: usize,
+        block: usize,
+        sym: bool,
+    ) -> Option<PackedQ4> {
+        let dtype = QuantType::Q4 { block, sym };
+        (rows16::fits(dtype, rows, cols) && dtype.byte_size(rows, cols) == Some(data.len())).then(
+            || PackedQ4 {
+                data: PackedBytes::Mapped(data),
+                rows,
+                cols,
+                block,
+                sym,
+            },
+        )
     }
 
     pub fn blocks(&self) -> usize {
@@ -269,6 +298,12 @@ mod tests {
             |rng, rows, cols, block, sym, bytes| {
                 let w = Q4Matrix::from_bytes(bytes, rows, cols, block, sym);
                 let p = PackedQ4::pack(&w).unwrap();
+                // The load-time repack writes the file layout's bytes (quant::rows16).
+                let file = rows16::pack(QuantType::Q4 { block, sym }, bytes, rows, cols).unwrap();
+                assert!(
+                    p.data[..] == file[..],
+                    "{rows}x{cols} b{block}: rows16 bytes"
+                );
                 let (codes, params) = codec::planes(bytes, rows, cols);
                 let pl = cols / block * codec::param_bytes(sym);
                 let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
@@ -283,7 +318,7 @@ mod tests {
                     p.row(r, &mut b);
                     assert_eq!(a, b, "row {r}");
                 }
-                let xs: Vec<Vec<f32>> = (0..5).map(|_| rng.vec(cols, 2.0)).collect();
+                let xs: Vec<Vec<f32>> = (0..13).map(|_| rng.vec(cols, 2.0)).collect();
                 let acts: Vec<QuantActs> = xs
                     .iter()
                     .map(|x| {

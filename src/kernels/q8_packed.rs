@@ -9,16 +9,17 @@
 //! scales. Same bytes as the row-major form. Activations are read in natural order.
 
 use super::act::QuantActs;
-use super::interleave::interleave;
+use super::interleave::{interleave, PackedBytes};
 use super::q8::Q8Matrix;
 use super::Isa;
 use half::f16;
+use pocket_formats::quant::{rows16, QuantType};
 
 pub use super::interleave::GROUP;
 
 /// A Q8 matrix in the 16-row interleaved layout, codes offset by 128.
 pub struct PackedQ8 {
-    pub data: Vec<u8>,
+    pub data: PackedBytes,
     pub rows: usize,
     pub cols: usize,
     pub block: usize,
@@ -27,11 +28,11 @@ pub struct PackedQ8 {
 impl PackedQ8 {
     /// Repacks `w`; `None` unless rows are a multiple of 16 and the block of 64.
     pub fn pack(w: &Q8Matrix) -> Option<PackedQ8> {
-        if w.rows % GROUP != 0 || w.block % 64 != 0 || w.cols % w.block != 0 {
+        if !rows16::fits(QuantType::Q8 { block: w.block }, w.rows, w.cols) {
             return None;
         }
         let p = PackedQ8 {
-            data: Vec::new(),
+            data: PackedBytes::Owned(Vec::new()),
             rows: w.rows,
             cols: w.cols,
             block: w.block,
@@ -54,7 +55,29 @@ impl PackedQ8 {
                     }
                 }
             });
-        Some(PackedQ8 { data, ..p })
+        Some(PackedQ8 {
+            data: PackedBytes::Owned(data),
+            ..p
+        })
+    }
+
+    /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.
+    /// `None` when the shape or the length does not fit.
+    pub fn mapped(
+        data: pocket_formats::bytes::ByteView,
+        rows: usize,
+        cols: usize,
+        block: usize,
+    ) -> Option<PackedQ8> {
+        let dtype = QuantType::Q8 { block };
+        (rows16::fits(dtype, rows, cols) && dtype.byte_size(rows, cols) == Some(data.len())).then(
+            || PackedQ8 {
+                data: PackedBytes::Mapped(data),
+                rows,
+                cols,
+                block,
+            },
+        )
     }
 
     pub fn blocks(&self) -> usize {
@@ -173,6 +196,12 @@ mod tests {
                 block,
             };
             let p = PackedQ8::pack(&w).unwrap();
+            // The load-time repack writes the file layout's bytes (quant::rows16).
+            let file = rows16::pack(QuantType::Q8 { block }, &bytes, rows, cols).unwrap();
+            assert!(
+                p.data[..] == file[..],
+                "{rows}x{cols} b{block}: rows16 bytes"
+            );
             let nb = cols / block;
             let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
             for r in 0..rows {

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! 0   8  magic  "POCKET\0\0"
-//! 8   4  version (u32 LE) = 1
+//! 8   4  version (u32 LE) = 2 (1: every tensor row-major; read as well)
 //! 12  4  D: byte offset of the data section (u32 LE, a multiple of 64, ≥ 32 + H)
 //! 16  8  header length H (u64 LE)
 //! 24  8  xxh3-64 of the header bytes (u64 LE)
@@ -20,7 +20,9 @@ use crate::quant::QuantType;
 use serde::{Deserialize, Serialize};
 
 pub const MAGIC: &[u8; 8] = b"POCKET\0\0";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest version this reader accepts (version 1 has no `layout` field).
+pub const MIN_VERSION: u32 = 1;
 pub const PREFIX_LEN: usize = 32;
 pub const ALIGN: usize = 64;
 /// Headers are small (the tokenizer is a blob): anything larger is refused before reading.
@@ -79,6 +81,26 @@ pub struct TensorEntry {
     pub size: u64,
     /// xxh3-64 of the tensor's bytes, 16 hex digits.
     pub xxh3: String,
+    /// How a matrix's bytes are ordered (absent: row-major).
+    #[serde(default, skip_serializing_if = "Layout::is_rows")]
+    pub layout: Layout,
+}
+
+/// The byte order of a stored matrix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Row-major: the codec's own form (`quant::q4`, `quant::q8`, dense types).
+    #[default]
+    Rows,
+    /// Q4/Q8 with 16 rows interleaved, as the SIMD kernels read them (`quant::rows16`).
+    Rows16,
+}
+
+impl Layout {
+    pub fn is_rows(&self) -> bool {
+        *self == Layout::Rows
+    }
 }
 
 impl TensorEntry {

@@ -3,11 +3,12 @@
 //! before the file is used, and sizes are computed with checked arithmetic.
 
 use super::{
-    hex64, BlobEntry, PocketHeader, TensorEntry, ALIGN, MAGIC, MAX_BLOB, MAX_HEADER, PREFIX_LEN,
-    VERSION,
+    hex64, BlobEntry, Layout, PocketHeader, TensorEntry, ALIGN, MAGIC, MAX_BLOB, MAX_HEADER,
+    MIN_VERSION, PREFIX_LEN, VERSION,
 };
 use crate::bytes::ByteView;
 use crate::FormatError;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,30 @@ pub struct PocketFile {
 #[derive(Clone)]
 pub struct PocketTensor {
     pub entry: TensorEntry,
+    /// The stored bytes, in `entry.layout`.
     pub data: ByteView,
+}
+
+impl PocketTensor {
+    /// The bytes in the codec's row-major form, whatever the stored layout (a copy only when
+    /// the layout differs).
+    pub fn row_major(&self) -> Cow<'_, [u8]> {
+        match self.entry.layout {
+            Layout::Rows => Cow::Borrowed(self.data.as_slice()),
+            Layout::Rows16 => {
+                let (rows, cols) = self.entry.matrix_shape().expect("checked at open");
+                Cow::Owned(
+                    crate::quant::rows16::unpack(
+                        self.entry.dtype,
+                        self.data.as_slice(),
+                        rows,
+                        cols,
+                    )
+                    .expect("checked at open"),
+                )
+            }
+        }
+    }
 }
 
 impl PocketFile {
@@ -55,9 +79,9 @@ impl PocketFile {
         let u32_at = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().expect("8 bytes"));
         let version = u32_at(8);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(bad(format!(
-                "format version {version} is not supported (this pocket reads {VERSION})"
+                "format version {version} is not supported (this pocket reads {MIN_VERSION} to {VERSION})"
             )));
         }
         let header_len = u64_at(16);
@@ -87,6 +111,13 @@ impl PocketFile {
         let mut index = HashMap::new();
         for (i, t) in header.tensors.iter().enumerate() {
             check_tensor(path, t, data.len() as u64)?;
+            if version < 2 && t.layout != Layout::Rows {
+                return Err(FormatError::BadTensor {
+                    path: path.to_path_buf(),
+                    name: t.name.clone(),
+                    reason: format!("layout {:?} in a version {version} file", t.layout),
+                });
+            }
             if index.insert(t.name.clone(), i).is_some() {
                 return Err(FormatError::BadTensor {
                     path: path.to_path_buf(),
@@ -224,6 +255,12 @@ fn check_tensor(path: &Path, t: &TensorEntry, data_len: u64) -> Result<(), Forma
         return Err(bad(format!(
             "size {} does not match {} {:?} ({expected} bytes)",
             t.size, t.dtype, t.shape
+        )));
+    }
+    if t.layout == Layout::Rows16 && !crate::quant::rows16::fits(t.dtype, rows, cols) {
+        return Err(bad(format!(
+            "layout rows16 needs a Q4 (block 32/64/128) or Q8 (block a multiple of 64) matrix with rows a multiple of 16, not {} {:?}",
+            t.dtype, t.shape
         )));
     }
     check_range(path, &t.name, t.offset, t.size, data_len)

@@ -10,6 +10,7 @@ pub mod dense;
 pub mod q4;
 pub mod q8;
 pub mod qat;
+pub mod rows16;
 pub mod search;
 
 use serde::{Deserialize, Serialize};
