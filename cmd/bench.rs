@@ -38,7 +38,7 @@ pub struct BenchArgs {
     /// Context already in the cache for the deep generation test (0: skip)
     #[arg(long, default_value_t = 4096)]
     pub depth: usize,
-    /// Worker threads (default: all cores)
+    /// Worker threads (default: one per physical core)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
     /// Repetitions of each test

@@ -100,7 +100,7 @@ pub struct RunOpts {
     /// Context length in tokens (default: the model's maximum)
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Worker threads (default: all cores)
+    /// Worker threads (default: one per physical core)
     #[arg(short, long)]
     pub threads: Option<usize>,
     /// Generation tasks: answers decoded together per step (1: one at a time). Batched answers

@@ -84,7 +84,7 @@ pub struct RunArgs {
     /// Context length in tokens (default: the model's maximum)
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Worker threads (default: all cores)
+    /// Worker threads (default: one per physical core)
     #[arg(short, long)]
     pub threads: Option<usize>,
     /// Print one JSON object (text, token ids, finish reason, timings) instead of streaming

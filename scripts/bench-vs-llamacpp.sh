@@ -32,11 +32,14 @@ if [ ! -f "$SRC/config.json" ]; then
 fi
 OUT="$ROOT/models/bench"
 mkdir -p "$OUT"
-[ -f "$OUT/q4.pocket" ] || "$POCKET" export "$SRC" -o "$OUT/q4.pocket" >&2
-[ -f "$OUT/q8.pocket" ] || "$POCKET" export "$SRC" -o "$OUT/q8.pocket" --quant q8 >&2
+# A .pocket from before format version 2 (row-major, repacked at every load) is made again.
+current() { [ -f "$1" ] && [ "$(od -An -tu4 -j8 -N4 "$1" | tr -d ' ')" -ge 2 ]; }
+current "$OUT/q4.pocket" || "$POCKET" export "$SRC" -o "$OUT/q4.pocket" >&2
+current "$OUT/q8.pocket" || "$POCKET" export "$SRC" -o "$OUT/q8.pocket" --quant q8 >&2
 [ -f "$OUT/q4_0.gguf" ] || "$POCKET" export "$SRC" -o "$OUT/q4_0.gguf" --format gguf --quant q4_0 >&2
 [ -f "$OUT/q8_0.gguf" ] || "$POCKET" export "$SRC" -o "$OUT/q8_0.gguf" --format gguf --quant q8_0 >&2
-[ -d "$OUT/q4-mnn" ] || "$POCKET" export "$OUT/q4.pocket" --format mnn -o "$OUT/q4-mnn" >&2
+[ "$OUT/q4-mnn/llm.mnn.weight" -nt "$OUT/q4.pocket" ] ||
+  "$POCKET" export "$OUT/q4.pocket" --format mnn -o "$OUT/q4-mnn" >&2
 MNN_PY=""
 if [ "${MNN:-1}" = 1 ]; then
   MNN_VENV="${MNN_VENV:-$ROOT/.venv-mnn}"

@@ -39,7 +39,7 @@ pub struct DriftArgs {
     /// Context length in tokens (default: the model's maximum)
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Worker threads (default: all cores)
+    /// Worker threads (default: one per physical core)
     #[arg(short, long)]
     pub threads: Option<usize>,
     /// Answers decoded together per step (1: one at a time)
