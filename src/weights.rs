@@ -83,15 +83,7 @@ impl Matrix {
                     // The packed copy replaces the mapped bytes: hand their pages back.
                     data.release();
                 }
-                Ok(Matrix {
-                    name: name.into(),
-                    rows,
-                    cols,
-                    encoding: Encoding::Pocket(dtype),
-                    data,
-                    row_map: None,
-                    packed,
-                })
+                Ok(Matrix::stored(name, rows, cols, dtype, data, packed))
             }
             _ => Err(Error::Invalid(format!(
                 "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
@@ -129,16 +121,27 @@ impl Matrix {
                 data.len()
             )));
         };
-        Ok(Matrix {
+        // `data` holds the same bytes in the packed order: every read goes through `packed`.
+        Ok(Matrix::stored(name, rows, cols, dtype, data, Some(packed)))
+    }
+
+    fn stored(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: QuantType,
+        data: ByteView,
+        packed: Option<Packed>,
+    ) -> Matrix {
+        Matrix {
             name: name.into(),
             rows,
             cols,
             encoding: Encoding::Pocket(dtype),
-            // The same bytes, in the packed order: every read goes through `packed`.
             data,
             row_map: None,
-            packed: Some(packed),
-        })
+            packed,
+        }
     }
 
     /// A matrix of ggml blocks; `row_map[r]` is the stored row holding logical row `r`.

@@ -14,6 +14,21 @@ pub enum PackedBytes {
     Mapped(pocket_formats::bytes::ByteView),
 }
 
+impl PackedBytes {
+    /// Mapped bytes of a `[rows, cols]` `dtype` matrix stored in the `rows16` layout; `None`
+    /// when the layout does not take that type and shape or the length is not its size.
+    pub fn mapped(
+        data: pocket_formats::bytes::ByteView,
+        dtype: pocket_formats::quant::QuantType,
+        rows: usize,
+        cols: usize,
+    ) -> Option<PackedBytes> {
+        (pocket_formats::quant::rows16::fits(dtype, rows, cols)
+            && dtype.byte_size(rows, cols) == Some(data.len()))
+        .then_some(PackedBytes::Mapped(data))
+    }
+}
+
 impl std::ops::Deref for PackedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

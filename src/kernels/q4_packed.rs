@@ -83,7 +83,6 @@ impl PackedQ4 {
     }
 
     /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.
-    /// `None` when the shape or the length does not fit.
     pub fn mapped(
         data: pocket_formats::bytes::ByteView,
         rows: usize,
@@ -91,16 +90,14 @@ impl PackedQ4 {
         block: usize,
         sym: bool,
     ) -> Option<PackedQ4> {
-        let dtype = QuantType::Q4 { block, sym };
-        (rows16::fits(dtype, rows, cols) && dtype.byte_size(rows, cols) == Some(data.len())).then(
-            || PackedQ4 {
-                data: PackedBytes::Mapped(data),
-                rows,
-                cols,
-                block,
-                sym,
-            },
-        )
+        let data = PackedBytes::mapped(data, QuantType::Q4 { block, sym }, rows, cols)?;
+        Some(PackedQ4 {
+            data,
+            rows,
+            cols,
+            block,
+            sym,
+        })
     }
 
     pub fn blocks(&self) -> usize {

@@ -62,22 +62,19 @@ impl PackedQ8 {
     }
 
     /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.
-    /// `None` when the shape or the length does not fit.
     pub fn mapped(
         data: pocket_formats::bytes::ByteView,
         rows: usize,
         cols: usize,
         block: usize,
     ) -> Option<PackedQ8> {
-        let dtype = QuantType::Q8 { block };
-        (rows16::fits(dtype, rows, cols) && dtype.byte_size(rows, cols) == Some(data.len())).then(
-            || PackedQ8 {
-                data: PackedBytes::Mapped(data),
-                rows,
-                cols,
-                block,
-            },
-        )
+        let data = PackedBytes::mapped(data, QuantType::Q8 { block }, rows, cols)?;
+        Some(PackedQ8 {
+            data,
+            rows,
+            cols,
+            block,
+        })
     }
 
     pub fn blocks(&self) -> usize {
