@@ -1,4 +1,5 @@
-//! Q4 weights repacked at load time for the SIMD kernels: 16 rows interleaved, so each
+//! Q4 weights in the SIMD kernels' layout (stored so in `.pocket` version 2 files as `rows16`,
+//! repacked at load from any other source): 16 rows interleaved, so each
 //! 32-bit lane of a vector holds one row's 8 codes and a `vpdpbusd` against one broadcast
 //! activation dword advances 16 rows at once. A block's 16 integer dot products then meet
 //! their scales with one multiply-add and no horizontal sums, instead of a convert, a scale

@@ -1,4 +1,5 @@
-//! Q8 weights repacked at load time for the SIMD kernels, as Q4 is (see `q4_packed`): 16
+//! Q8 weights in the SIMD kernels' layout, as Q4 is (see `q4_packed`; `rows16` in `.pocket`
+//! version 2 files, repacked at load otherwise): 16
 //! rows interleaved, lane k of each 64-byte vector holding 4 consecutive codes of row
 //! `16g + k`. Codes are stored offset by 128 (`q ^ 0x80`), the unsigned operand `vpdpbusd`
 //! needs, so the kernel does no per-vector fix-up; `128·Σx` is taken back once per block
