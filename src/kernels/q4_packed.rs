@@ -243,6 +243,11 @@ pub fn dot_rows_f32(
             // layout, the row range, the activations and the output were checked above.
             unsafe { super::x86::q4p_f32_avx512::dot_rows(p, first, count, x, sums, out) }
         }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 if super::detect() >= Isa::Avx2 => {
+            // SAFETY: as above, for AVX2, FMA and F16C.
+            unsafe { super::x86::q4p_f32_avx2::dot_rows(p, first, count, x, sums, out) }
+        }
         _ => dot_rows_f32_scalar(p, first, count, x, sums, out),
     }
 }

@@ -11,6 +11,7 @@ pub mod q4_avx2;
 pub mod q4_avx512;
 pub mod q4p_avx2;
 pub mod q4p_avx512;
+pub mod q4p_f32_avx2;
 pub mod q4p_f32_avx512;
 pub mod q8_avx2;
 pub mod q8_avx512;

@@ -1,0 +1,132 @@
+//! The 16-row interleaved Q4 layout against f32 activations (W4A16) with AVX2: as the AVX-512
+//! version (`q4p_f32_avx512`), one 256-bit half of each code vector (8 rows) at a time. A code
+//! nibble becomes f32 by a shift, a mask and a convert (AVX2 has no 16-entry float permute),
+//! then one FMA per column and token; the block's scale and zero point are applied once per
+//! block.
+
+use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use std::arch::x86_64::*;
+
+/// Tokens per pass over a half group's weights.
+const TOKENS: usize = 4;
+
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; the arguments were checked by
+/// `q4_packed::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
+/// same number of tokens).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_rows(
+    p: &PackedQ4,
+    first: usize,
+    count: usize,
+    x: &[f32],
+    sums: &[f32],
+    out: &mut [f32],
+) {
+    let n = out.len() / count;
+    for g in first / GROUP..(first + count) / GROUP {
+        for half in 0..2 {
+            let mut t0 = 0;
+            while t0 < n {
+                let nt = TOKENS.min(n - t0);
+                let job = Half {
+                    p,
+                    g,
+                    half,
+                    col: g * GROUP - first + half * 8,
+                    count,
+                    t0,
+                };
+                match nt {
+                    1 => job.run::<1>(x, sums, out),
+                    2 => job.run::<2>(x, sums, out),
+                    3 => job.run::<3>(x, sums, out),
+                    _ => job.run::<4>(x, sums, out),
+                }
+                t0 += nt;
+            }
+        }
+    }
+}
+
+/// Eight rows (half a group) against up to four tokens.
+struct Half<'a> {
+    p: &'a PackedQ4,
+    g: usize,
+    /// 0: rows 0–7 of the group (bytes 0..32 of each code vector), 1: rows 8–15.
+    half: usize,
+    /// Where the 8 outputs start within each token's `count` outputs.
+    col: usize,
+    count: usize,
+    t0: usize,
+}
+
+impl Half<'_> {
+    /// # Safety
+    /// As [`dot_rows`]; tokens `t0..t0 + T` exist.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run<const T: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
+        let p = self.p;
+        let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
+        let nibble = _mm256_set1_epi32(0xF);
+        let base = p.data.as_ptr().add(self.g * nb * rec);
+        let mut acc = [_mm256_setzero_ps(); T];
+        for b in 0..nb {
+            let r = base.add(b * rec);
+            // Two accumulators per token: even and odd columns, independent FMA chains.
+            let mut d = [[_mm256_setzero_ps(); 2]; T];
+            for i in 0..block / 8 {
+                // SAFETY: half `half` of code vector i of this record lies inside the group.
+                let v = _mm256_loadu_si256(r.add(i * 64 + self.half * 32) as *const _);
+                let code = |shift: i32| {
+                    _mm256_cvtepi32_ps(_mm256_and_si256(
+                        _mm256_srlv_epi32(v, _mm256_set1_epi32(shift)),
+                        nibble,
+                    ))
+                };
+                // Column j of the dword: byte j/2, high nibble first.
+                let c = [
+                    code(4),
+                    code(0),
+                    code(12),
+                    code(8),
+                    code(20),
+                    code(16),
+                    code(28),
+                    code(24),
+                ];
+                for (t, dt) in d.iter_mut().enumerate() {
+                    // SAFETY: 8 values of token t0 + t inside x (checked by the caller).
+                    let xp = x.as_ptr().add((self.t0 + t) * cols + b * block + i * 8);
+                    for (j, cj) in c.iter().enumerate() {
+                        let a = &mut dt[j % 2];
+                        *a = _mm256_fmadd_ps(*cj, _mm256_set1_ps(*xp.add(j)), *a);
+                    }
+                }
+            }
+            // SAFETY: the record ends with the 16 rows' f16 parameters; this half's 8 start
+            // 16 bytes further for rows 8–15.
+            let pr = r.add(block / 8 * 64 + self.half * 16);
+            let (s, m) = if p.sym {
+                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
+                (s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0)))
+            } else {
+                let z = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
+                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr.add(32) as *const _));
+                (s, _mm256_fnmadd_ps(_mm256_set1_ps(8.0), s, z))
+            };
+            for (t, dt) in d.iter().enumerate() {
+                let dot = _mm256_add_ps(dt[0], dt[1]);
+                acc[t] = _mm256_fmadd_ps(dot, s, acc[t]);
+                let xs = _mm256_set1_ps(*sums.get_unchecked((self.t0 + t) * nb + b));
+                acc[t] = _mm256_fmadd_ps(m, xs, acc[t]);
+            }
+        }
+        for (t, a) in acc.iter().enumerate() {
+            // SAFETY: 8 outputs of token t0 + t inside `out` (checked by the caller).
+            let o = out.as_mut_ptr().add((self.t0 + t) * self.count + self.col);
+            _mm256_storeu_ps(o, *a);
+        }
+    }
+}
