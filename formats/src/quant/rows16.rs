@@ -19,10 +19,14 @@ pub const GROUP: usize = 16;
 
 /// Whether a `[rows, cols]` matrix of `dtype` can be stored as `rows16`.
 pub fn fits(dtype: QuantType, rows: usize, cols: usize) -> bool {
-    rows % GROUP == 0
+    rows.is_multiple_of(GROUP)
         && match dtype {
-            QuantType::Q4 { block, .. } => [32, 64, 128].contains(&block) && cols % block == 0,
-            QuantType::Q8 { block } => block % 64 == 0 && block > 0 && cols % block == 0,
+            QuantType::Q4 { block, .. } => {
+                [32, 64, 128].contains(&block) && cols.is_multiple_of(block)
+            }
+            QuantType::Q8 { block } => {
+                block > 0 && block.is_multiple_of(64) && cols.is_multiple_of(block)
+            }
             _ => false,
         }
 }
