@@ -24,11 +24,34 @@ pub unsafe fn dot_rows_tokens(
     acts: &[QuantActs],
     out: &mut [f32],
 ) {
+    each_half(p, first, count, acts.len(), |job, nt| {
+        let ts = &acts[job.t0..job.t0 + nt];
+        // SAFETY: as this function's (the same CPU features; the job's rows and tokens exist).
+        unsafe {
+            match nt {
+                1 => job.run::<1>(ts, out),
+                2 => job.run::<2>(ts, out),
+                3 => job.run::<3>(ts, out),
+                _ => job.run::<4>(ts, out),
+            }
+        }
+    });
+}
+
+/// Calls `f(job, nt)` for each half group of rows `first..first + count` and each run of up to
+/// [`TOKENS`] of the `n` tokens (the W4A16 kernel walks the same way).
+pub(super) fn each_half<'a>(
+    p: &'a PackedQ4,
+    first: usize,
+    count: usize,
+    n: usize,
+    mut f: impl FnMut(&Half<'a>, usize),
+) {
     for g in first / GROUP..(first + count) / GROUP {
         for half in 0..2 {
             let mut t0 = 0;
-            while t0 < acts.len() {
-                let nt = TOKENS.min(acts.len() - t0);
+            while t0 < n {
+                let nt = TOKENS.min(n - t0);
                 let job = Half {
                     p,
                     g,
@@ -37,13 +60,7 @@ pub unsafe fn dot_rows_tokens(
                     count,
                     t0,
                 };
-                let ts = &acts[t0..t0 + nt];
-                match nt {
-                    1 => job.run::<1>(ts, out),
-                    2 => job.run::<2>(ts, out),
-                    3 => job.run::<3>(ts, out),
-                    _ => job.run::<4>(ts, out),
-                }
+                f(&job, nt);
                 t0 += nt;
             }
         }
@@ -51,15 +68,15 @@ pub unsafe fn dot_rows_tokens(
 }
 
 /// Eight rows (half a group) against up to four tokens.
-struct Half<'a> {
-    p: &'a PackedQ4,
-    g: usize,
+pub(super) struct Half<'a> {
+    pub(super) p: &'a PackedQ4,
+    pub(super) g: usize,
     /// 0: rows 0–7 of the group (bytes 0..32 of each code vector), 1: rows 8–15.
-    half: usize,
+    pub(super) half: usize,
     /// Where the 8 outputs start within each token's `count` outputs.
-    col: usize,
-    count: usize,
-    t0: usize,
+    pub(super) col: usize,
+    pub(super) count: usize,
+    pub(super) t0: usize,
 }
 
 impl Half<'_> {

@@ -4,11 +4,9 @@
 //! then one FMA per column and token; the block's scale and zero point are applied once per
 //! block.
 
-use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use super::q4p_avx2::{each_half, Half};
+use crate::kernels::q4_packed::PackedQ4;
 use std::arch::x86_64::*;
-
-/// Tokens per pass over a half group's weights.
-const TOKENS: usize = 4;
 
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; the arguments were checked by
@@ -23,42 +21,17 @@ pub unsafe fn dot_rows(
     sums: &[f32],
     out: &mut [f32],
 ) {
-    let n = out.len() / count;
-    for g in first / GROUP..(first + count) / GROUP {
-        for half in 0..2 {
-            let mut t0 = 0;
-            while t0 < n {
-                let nt = TOKENS.min(n - t0);
-                let job = Half {
-                    p,
-                    g,
-                    half,
-                    col: g * GROUP - first + half * 8,
-                    count,
-                    t0,
-                };
-                match nt {
-                    1 => job.run::<1>(x, sums, out),
-                    2 => job.run::<2>(x, sums, out),
-                    3 => job.run::<3>(x, sums, out),
-                    _ => job.run::<4>(x, sums, out),
-                }
-                t0 += nt;
+    each_half(p, first, count, out.len() / count, |job, nt| {
+        // SAFETY: as this function's (the same CPU features; the job's rows and tokens exist).
+        unsafe {
+            match nt {
+                1 => job.run_f32::<1>(x, sums, out),
+                2 => job.run_f32::<2>(x, sums, out),
+                3 => job.run_f32::<3>(x, sums, out),
+                _ => job.run_f32::<4>(x, sums, out),
             }
         }
-    }
-}
-
-/// Eight rows (half a group) against up to four tokens.
-struct Half<'a> {
-    p: &'a PackedQ4,
-    g: usize,
-    /// 0: rows 0–7 of the group (bytes 0..32 of each code vector), 1: rows 8–15.
-    half: usize,
-    /// Where the 8 outputs start within each token's `count` outputs.
-    col: usize,
-    count: usize,
-    t0: usize,
+    });
 }
 
 impl Half<'_> {
@@ -66,7 +39,7 @@ impl Half<'_> {
     /// As [`dot_rows`]; tokens `t0..t0 + T` exist.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn run<const T: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
+    unsafe fn run_f32<const T: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
         let p = self.p;
         let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
         let nibble = _mm256_set1_epi32(0xF);
