@@ -80,6 +80,27 @@ pub(super) struct Half<'a> {
 }
 
 impl Half<'_> {
+    /// This half's 8 rows' block scales and `zero − 8·scale` (`−8·scale` when symmetric), from
+    /// the record at `r`.
+    ///
+    /// # Safety
+    /// AVX2 and F16C; `r` is a record of this half's group.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn params(&self, r: *const u8) -> (__m256, __m256) {
+        // SAFETY: the record ends with the 16 rows' f16 parameters (zeros, then scales when
+        // asymmetric); this half's 8 start 16 bytes in for the second half.
+        let pr = r.add(self.p.block / 8 * 64 + self.half * 16);
+        if self.p.sym {
+            let s = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
+            (s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0)))
+        } else {
+            let z = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
+            let s = _mm256_cvtph_ps(_mm_loadu_si128(pr.add(32) as *const _));
+            (s, _mm256_fnmadd_ps(_mm256_set1_ps(8.0), s, z))
+        }
+    }
+
     /// # Safety
     /// As [`dot_rows_tokens`]; `T == ts.len()`.
     #[inline]
@@ -130,17 +151,7 @@ impl Half<'_> {
                     d[t] = _mm256_add_epi32(d[t], _mm256_madd_epi16(s, ones));
                 }
             }
-            // SAFETY: the record ends with the 16 rows' f16 parameters (zeros, then scales
-            // when asymmetric); this half's 8 start 16 bytes in for the second half.
-            let pr = r.add(block / 8 * 64 + self.half * 16);
-            let (s, m) = if p.sym {
-                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
-                (s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0)))
-            } else {
-                let z = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
-                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr.add(32) as *const _));
-                (s, _mm256_fnmadd_ps(_mm256_set1_ps(8.0), s, z))
-            };
+            let (s, m) = self.params(r);
             for (t, a) in ts.iter().enumerate() {
                 let sx = _mm256_set1_ps(*a.scale.get_unchecked(b));
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[t]), _mm256_mul_ps(s, sx), acc[t]);

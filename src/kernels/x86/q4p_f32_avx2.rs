@@ -78,17 +78,7 @@ impl Half<'_> {
                     }
                 }
             }
-            // SAFETY: the record ends with the 16 rows' f16 parameters; this half's 8 start
-            // 16 bytes further for rows 8–15.
-            let pr = r.add(block / 8 * 64 + self.half * 16);
-            let (s, m) = if p.sym {
-                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
-                (s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0)))
-            } else {
-                let z = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
-                let s = _mm256_cvtph_ps(_mm_loadu_si128(pr.add(32) as *const _));
-                (s, _mm256_fnmadd_ps(_mm256_set1_ps(8.0), s, z))
-            };
+            let (s, m) = self.params(r);
             for (t, dt) in d.iter().enumerate() {
                 let dot = _mm256_add_ps(dt[0], dt[1]);
                 acc[t] = _mm256_fmadd_ps(dot, s, acc[t]);
