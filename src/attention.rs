@@ -12,31 +12,42 @@ const MIN_SPAN: usize = 256;
 /// Shorter contexts attend on the calling thread (the pool's wake-up would cost more).
 const MIN_PARALLEL: usize = 64;
 
-/// Query heads `q` (one head after another) over the first `n` cached positions of `kv`,
-/// written to `out`. With `parallel` (decode: one token at a time), a long context is split
+/// Query heads `q` (one head after another) over the first `n` cached positions of `kv` (with
+/// a `window`, only the last `window` of them), written to `out`. With `parallel` (decode: one token at a time), a long context is split
 /// into spans of positions per KV head on the worker pool and the spans' running states are
 /// merged; batched prefill already runs one token per task and passes false.
-pub fn attend(s: &ModelSpec, q: &[f32], kv: &LayerKv, n: usize, out: &mut [f32], parallel: bool) {
+pub fn attend(
+    s: &ModelSpec,
+    q: &[f32],
+    kv: &LayerKv,
+    n: usize,
+    window: Option<usize>,
+    out: &mut [f32],
+    parallel: bool,
+) {
     let (d, g, kvh) = (s.head_dim, s.group_size(), s.num_kv_heads);
     let isa = crate::kernels::active();
-    let scale = 1.0 / (d as f32).sqrt();
+    let scale = s.attn_scale();
+    let start = window.map_or(0, |w| n.saturating_sub(w));
+    let len = n - start;
     let qs: Vec<f32> = q.iter().map(|x| x * scale).collect();
     let group_q = |h: usize| &qs[h * g * d..(h + 1) * g * d];
     let pool = crate::kernels::pool::global();
     let threads = pool.threads();
-    if !parallel || threads == 1 || n < MIN_PARALLEL || (kvh == 1 && n < 2 * MIN_SPAN) {
+    if !parallel || threads == 1 || len < MIN_PARALLEL || (kvh == 1 && len < 2 * MIN_SPAN) {
         for h in 0..kvh {
             let mut run = Running::new(g, d);
-            attn::span(isa, group_q(h), d, kv.head(h), 0, n, &mut run);
+            attn::span(isa, group_q(h), d, kv.head(h), start, n, &mut run);
             run.finish(&mut out[h * g * d..(h + 1) * g * d]);
         }
         return;
     }
     // Spans per KV head: about two tasks per thread, none shorter than MIN_SPAN.
-    let splits = (2 * threads).div_ceil(kvh).min(n / MIN_SPAN).max(1);
-    // Span boundaries on tile edges.
-    let tiles = n.div_ceil(TILE);
-    let bound = |i: usize| (tiles * i / splits * TILE).min(n);
+    let splits = (2 * threads).div_ceil(kvh).min(len / MIN_SPAN).max(1);
+    // Span boundaries on tile edges (but the first, at `start`).
+    let base = start / TILE * TILE;
+    let tiles = (n - base).div_ceil(TILE);
+    let bound = |i: usize| (base + tiles * i / splits * TILE).clamp(start, n);
     let parts: Vec<std::sync::Mutex<Running>> = (0..kvh * splits)
         .map(|_| std::sync::Mutex::new(Running::new(g, d)))
         .collect();
@@ -72,55 +83,62 @@ mod tests {
     use crate::kernels::testutil::Rng;
     use crate::kv_cache::{KvCache, KvPrecision};
 
-    /// Split across the pool or not, every head equals a plain two-pass softmax over its KV
-    /// head (f32 cache).
+    /// Split across the pool or not, with a sliding window or not, every head equals a plain
+    /// two-pass softmax over its KV head's positions (f32 cache). Head size 16 takes the AVX2
+    /// kernel, 32 the AVX-512 one; windows start inside tiles and on their edges.
     #[test]
     fn grouped_and_split_equal_per_head_softmax() {
-        let config = serde_json::json!({
-            "model_type": "llama", "hidden_size": 96, "intermediate_size": 128,
-            "num_hidden_layers": 1, "num_attention_heads": 6, "num_key_value_heads": 2,
-            "vocab_size": 10, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6
-        });
-        let spec = ModelSpec::from_json(std::path::Path::new("config.json"), &config).unwrap();
-        let d = 16;
         let mut rng = Rng(9);
-        for n in [1, 37, 1000] {
-            let mut cache = KvCache::new(1, 2, d, n, KvPrecision::F32);
-            let keys = rng.vec(n * 2 * d, 1.0);
-            let values = rng.vec(n * 2 * d, 1.0);
-            for t in 0..n {
-                cache.push(
-                    0,
-                    &keys[t * 2 * d..(t + 1) * 2 * d],
-                    &values[t * 2 * d..(t + 1) * 2 * d],
-                );
-            }
-            let q = rng.vec(6 * d, 1.0);
-            for parallel in [false, true] {
-                let mut got = vec![0.0; 6 * d];
-                attend(&spec, &q, &cache.layer(0), n, &mut got, parallel);
-                for h in 0..6 {
-                    let kv = h / 3;
-                    let dot = |t: usize| -> f32 {
-                        (0..d)
-                            .map(|i| q[h * d + i] * keys[t * 2 * d + kv * d + i])
-                            .sum::<f32>()
-                            * 0.25
-                    };
-                    let sc: Vec<f32> = (0..n).map(dot).collect();
-                    let m = sc.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-                    let e: Vec<f32> = sc.iter().map(|x| (x - m).exp()).collect();
-                    let l: f32 = e.iter().sum();
-                    for i in 0..d {
-                        let o: f32 = (0..n)
-                            .map(|t| e[t] * values[t * 2 * d + kv * d + i])
-                            .sum::<f32>()
-                            / l;
-                        let g = got[h * d + i];
-                        assert!(
-                            (g - o).abs() <= 1e-5,
-                            "n={n} parallel={parallel}: {g} vs {o}"
-                        );
+        for d in [16, 32] {
+            let config = serde_json::json!({
+                "model_type": "llama", "hidden_size": 96, "intermediate_size": 128,
+                "num_hidden_layers": 1, "num_attention_heads": 6, "num_key_value_heads": 2,
+                "head_dim": d, "vocab_size": 10, "max_position_embeddings": 4096,
+                "rms_norm_eps": 1e-6
+            });
+            let spec = ModelSpec::from_json(std::path::Path::new("config.json"), &config).unwrap();
+            let scale = 1.0 / (d as f32).sqrt();
+            for n in [1, 37, 1000] {
+                let mut cache = KvCache::new(1, 2, d, n, KvPrecision::F32);
+                let keys = rng.vec(n * 2 * d, 1.0);
+                let values = rng.vec(n * 2 * d, 1.0);
+                for t in 0..n {
+                    cache.push(
+                        0,
+                        &keys[t * 2 * d..(t + 1) * 2 * d],
+                        &values[t * 2 * d..(t + 1) * 2 * d],
+                    );
+                }
+                let q = rng.vec(6 * d, 1.0);
+                for window in [None, Some(1), Some(7), Some(32), Some(600)] {
+                    let start = window.map_or(0, |w| n.saturating_sub(w));
+                    for parallel in [false, true] {
+                        let mut got = vec![0.0; 6 * d];
+                        attend(&spec, &q, &cache.layer(0), n, window, &mut got, parallel);
+                        for h in 0..6 {
+                            let kv = h / 3;
+                            let dot = |t: usize| -> f32 {
+                                (0..d)
+                                    .map(|i| q[h * d + i] * keys[t * 2 * d + kv * d + i])
+                                    .sum::<f32>()
+                                    * scale
+                            };
+                            let sc: Vec<f32> = (start..n).map(dot).collect();
+                            let m = sc.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                            let e: Vec<f32> = sc.iter().map(|x| (x - m).exp()).collect();
+                            let l: f32 = e.iter().sum();
+                            for i in 0..d {
+                                let o: f32 = (start..n)
+                                    .map(|t| e[t - start] * values[t * 2 * d + kv * d + i])
+                                    .sum::<f32>()
+                                    / l;
+                                let g = got[h * d + i];
+                                assert!(
+                                    (g - o).abs() <= 1e-5,
+                                    "d={d} n={n} window={window:?} parallel={parallel}: {g} vs {o}"
+                                );
+                            }
+                        }
                     }
                 }
             }

@@ -1,14 +1,15 @@
-//! The decoder: one implementation for Llama, Qwen2 and Qwen3, with the family differences as
-//! small switches (biases, q/k norm, tied head) read from [`ModelSpec`]. Weight names are the
+//! The decoder: one implementation for Llama, Qwen2, Qwen3 and Gemma 3, with the family
+//! differences as small switches (biases, q/k norm, tied head, Gemma's extra norms, GELU,
+//! sliding windows) read from [`ModelSpec`]. Weight names are the
 //! Hugging Face ones, so this file reads side by side with transformers' modeling code.
 
 use crate::attention::attend;
 use crate::kv_cache::{KvCache, KvPrecision};
-use crate::ops::{add_in_place, rms_norm, rms_norm_in_place, silu_mul};
+use crate::ops::{add_in_place, gelu_tanh_mul, rms_norm, rms_norm_in_place, silu_mul};
 use crate::rope::Rope;
 use crate::weights::{Matrix, WeightSource};
 use crate::Error;
-use pocket_formats::hf::ModelSpec;
+use pocket_formats::hf::{Activation, ModelSpec};
 use rayon::prelude::*;
 
 /// A linear layer: weight and optional bias.
@@ -121,10 +122,18 @@ pub struct Layer {
     pub k_proj: Linear,
     pub v_proj: Linear,
     pub o_proj: Linear,
-    /// Qwen3's per-head RMSNorm weights (size head_dim).
+    /// Qwen3's and Gemma's per-head RMSNorm weights (size head_dim).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
-    pub post_attention_norm: Vec<f32>,
+    /// Gemma: the norm of the attention output, before the residual add.
+    pub attn_out_norm: Option<Vec<f32>>,
+    /// The MLP's input norm (HF `post_attention_layernorm`; Gemma's `pre_feedforward_layernorm`).
+    pub mlp_norm: Vec<f32>,
+    /// Gemma: the norm of the MLP output, before the residual add.
+    pub mlp_out_norm: Option<Vec<f32>>,
+    /// A sliding-window layer attends only this many latest positions, and rotates with the
+    /// model's local RoPE.
+    pub window: Option<usize>,
     pub gate_proj: Linear,
     pub up_proj: Linear,
     pub down_proj: Linear,
@@ -138,6 +147,8 @@ pub struct Model {
     /// `None` when the head is tied to `embed_tokens`.
     pub lm_head: Option<Matrix>,
     rope: Rope,
+    /// The sliding-window layers' RoPE (Gemma's local base).
+    rope_local: Option<Rope>,
 }
 
 impl Model {
@@ -152,6 +163,14 @@ impl Model {
         );
         let matrix = |name: &str, rows, cols| src.matrix(name, rows, cols);
         let vector = |name: &str, len| src.vector(name, len);
+        // Gemma's norms scale by 1 + w: folded into the weight once here.
+        let norm = |name: &str, len| -> Result<Vec<f32>, Error> {
+            let mut w = src.vector(name, len)?;
+            if s.norm_offset {
+                w.iter_mut().for_each(|x| *x += 1.0);
+            }
+            Ok(w)
+        };
         let linear = |name: &str, rows, cols, bias: bool| -> Result<Linear, Error> {
             Ok(Linear {
                 weight: matrix(&format!("{name}.weight"), rows, cols)?,
@@ -166,23 +185,36 @@ impl Model {
         for i in 0..s.num_layers {
             let p = format!("model.layers.{i}");
             let (a, m) = (format!("{p}.self_attn"), format!("{p}.mlp"));
+            let sandwich = |name: &str| -> Result<Option<Vec<f32>>, Error> {
+                match s.sandwich_norms {
+                    true => Ok(Some(norm(&format!("{p}.{name}.weight"), h)?)),
+                    false => Ok(None),
+                }
+            };
+            let mlp_norm = match s.sandwich_norms {
+                true => "pre_feedforward_layernorm",
+                false => "post_attention_layernorm",
+            };
             layers.push(Layer {
-                input_norm: vector(&format!("{p}.input_layernorm.weight"), h)?,
+                input_norm: norm(&format!("{p}.input_layernorm.weight"), h)?,
                 q_proj: linear(&format!("{a}.q_proj"), q_dim, h, s.qkv_bias)?,
                 k_proj: linear(&format!("{a}.k_proj"), kv_dim, h, s.qkv_bias)?,
                 v_proj: linear(&format!("{a}.v_proj"), kv_dim, h, s.qkv_bias)?,
                 o_proj: linear(&format!("{a}.o_proj"), h, q_dim, s.o_bias)?,
                 q_norm: if s.qk_norm {
-                    Some(vector(&format!("{a}.q_norm.weight"), s.head_dim)?)
+                    Some(norm(&format!("{a}.q_norm.weight"), s.head_dim)?)
                 } else {
                     None
                 },
                 k_norm: if s.qk_norm {
-                    Some(vector(&format!("{a}.k_norm.weight"), s.head_dim)?)
+                    Some(norm(&format!("{a}.k_norm.weight"), s.head_dim)?)
                 } else {
                     None
                 },
-                post_attention_norm: vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
+                attn_out_norm: sandwich("post_attention_layernorm")?,
+                mlp_norm: norm(&format!("{p}.{mlp_norm}.weight"), h)?,
+                mlp_out_norm: sandwich("post_feedforward_layernorm")?,
+                window: s.window(i),
                 gate_proj: linear(
                     &format!("{m}.gate_proj"),
                     s.intermediate_size,
@@ -206,9 +238,10 @@ impl Model {
         Ok(Model {
             embed_tokens: matrix("model.embed_tokens.weight", s.vocab_size, h)?,
             layers,
-            norm: vector("model.norm.weight", h)?,
+            norm: norm("model.norm.weight", h)?,
             lm_head,
             rope: Rope::new(&s.rope, s.head_dim),
+            rope_local: s.sliding.as_ref().map(|sl| Rope::new(&sl.rope, s.head_dim)),
             spec: s.clone(),
         })
     }
@@ -250,6 +283,7 @@ impl Model {
         self.check_tokens(&[token])?;
         let eps = s.rms_norm_eps as f32;
         self.embed_tokens.row(token as usize, &mut state.x);
+        self.scale_embedding(&mut state.x);
         for (li, layer) in self.layers.iter().enumerate() {
             // Attention block.
             rms_norm(&state.x, &layer.input_norm, eps, &mut state.xn);
@@ -259,22 +293,28 @@ impl Model {
                 &mut [&mut state.q, &mut state.k, &mut state.v],
             );
             layer.qk_norm(&mut state.q, &mut state.k, s.head_dim, eps);
-            self.rope.apply(&mut state.q, s.head_dim, pos);
-            self.rope.apply(&mut state.k, s.head_dim, pos);
+            self.rope_of(layer)
+                .apply_pair(&mut state.q, &mut state.k, s.head_dim, pos);
             state.cache.push(li, &state.k, &state.v);
             self.attention(state, li, pos + 1);
             layer.o_proj.forward(&state.attn, &mut state.xn);
+            if let Some(w) = &layer.attn_out_norm {
+                rms_norm_in_place(&mut state.xn, w, eps);
+            }
             add_in_place(&mut state.x, &state.xn);
 
-            // MLP block (SwiGLU).
-            rms_norm(&state.x, &layer.post_attention_norm, eps, &mut state.xn);
+            // MLP block (gated: SwiGLU, or GELU for Gemma).
+            rms_norm(&state.x, &layer.mlp_norm, eps, &mut state.xn);
             Linear::forward_group(
                 &[&layer.gate_proj, &layer.up_proj],
                 &state.xn,
                 &mut [&mut state.gate, &mut state.up],
             );
-            silu_mul(&mut state.gate, &state.up);
+            self.gate_act(&mut state.gate, &state.up);
             layer.down_proj.forward(&state.gate, &mut state.xn);
+            if let Some(w) = &layer.mlp_out_norm {
+                rms_norm_in_place(&mut state.xn, w, eps);
+            }
             add_in_place(&mut state.x, &state.xn);
         }
         if !want_logits {
@@ -285,6 +325,7 @@ impl Model {
             .as_ref()
             .unwrap_or(&self.embed_tokens)
             .matvec(&state.xn, &mut state.logits);
+        self.softcap(&mut state.logits);
         Ok(Some(&state.logits))
     }
 
@@ -344,19 +385,22 @@ impl Model {
                     &q[t * q_row..(t + 1) * q_row],
                     &kv,
                     pos + t + 1,
+                    layer.window,
                     out,
                     false,
                 )
             });
             see(li, Site::AttnOut, &attn);
-            let o = layer.o_proj.forward_batch(&attn, n);
+            let mut o = layer.o_proj.forward_batch(&attn, n);
+            norm_rows_in_place(&mut o, layer.attn_out_norm.as_deref(), eps);
             add_rows(&mut x, &o);
 
-            let xn = norm_rows(&x, &layer.post_attention_norm);
+            let xn = norm_rows(&x, &layer.mlp_norm);
             see(li, Site::MlpIn, &xn);
-            let gate = layer.gate_up_batch(&xn, n);
+            let gate = self.gate_up_batch(layer, &xn, n);
             see(li, Site::MlpDown, &gate);
-            let down = layer.down_proj.forward_batch(&gate, n);
+            let mut down = layer.down_proj.forward_batch(&gate, n);
+            norm_rows_in_place(&mut down, layer.mlp_out_norm.as_deref(), eps);
             add_rows(&mut x, &down);
         }
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
@@ -368,12 +412,14 @@ impl Model {
             Logits::Last => {
                 rms_norm(&x[(n - 1) * h..], &self.norm, eps, &mut state.xn);
                 head.matvec(&state.xn, &mut state.logits);
+                self.softcap(&mut state.logits);
                 state.logits.clone()
             }
             Logits::All => {
                 let xn = norm_rows(&x, &self.norm);
                 let mut out = vec![0.0; n * s.vocab_size];
                 head.matmul(&xn, n, &mut out);
+                self.softcap(&mut out);
                 out
             }
         })
@@ -430,22 +476,26 @@ impl Model {
                         &q[b * q_row..(b + 1) * q_row],
                         &st.cache.layer(li),
                         positions[b] + 1,
+                        layer.window,
                         out,
                         false,
                     )
                 });
             }
-            let o = layer.o_proj.forward_batch(&attn, n);
+            let mut o = layer.o_proj.forward_batch(&attn, n);
+            norm_rows_in_place(&mut o, layer.attn_out_norm.as_deref(), eps);
             add_rows(&mut x, &o);
-            let xn = norm_rows(&x, &layer.post_attention_norm);
-            let gate = layer.gate_up_batch(&xn, n);
-            let down = layer.down_proj.forward_batch(&gate, n);
+            let xn = norm_rows(&x, &layer.mlp_norm);
+            let gate = self.gate_up_batch(layer, &xn, n);
+            let mut down = layer.down_proj.forward_batch(&gate, n);
+            norm_rows_in_place(&mut down, layer.mlp_out_norm.as_deref(), eps);
             add_rows(&mut x, &down);
         }
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         let xn = norm_rows(&x, &self.norm);
         let mut out = vec![0.0; n * s.vocab_size];
         head.matmul(&xn, n, &mut out);
+        self.softcap(&mut out);
         Ok(out)
     }
 
@@ -453,7 +503,51 @@ impl Model {
     /// the KV head its group shares (GQA).
     fn attention(&self, state: &mut State, layer: usize, n: usize) {
         let kv = state.cache.layer(layer);
-        attend(&self.spec, &state.q, &kv, n, &mut state.attn, true);
+        let window = self.layers[layer].window;
+        attend(&self.spec, &state.q, &kv, n, window, &mut state.attn, true);
+    }
+
+    /// The RoPE a layer rotates with.
+    fn rope_of(&self, layer: &Layer) -> &Rope {
+        match (layer.window, &self.rope_local) {
+            (Some(_), Some(local)) => local,
+            _ => &self.rope,
+        }
+    }
+
+    /// Gemma multiplies embeddings by sqrt(hidden_size) (in f32, as llama.cpp does).
+    fn scale_embedding(&self, x: &mut [f32]) {
+        if self.spec.scale_embeddings {
+            let scale = (self.spec.hidden_size as f32).sqrt();
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
+    }
+
+    /// `cap · tanh(logits / cap)` when the model soft-caps its logits.
+    fn softcap(&self, logits: &mut [f32]) {
+        if let Some(cap) = self.spec.final_logit_softcap {
+            let cap = cap as f32;
+            logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
+        }
+    }
+
+    /// The MLP's gate activation times `up`, into `gate`.
+    fn gate_act(&self, gate: &mut [f32], up: &[f32]) {
+        match self.spec.activation {
+            Activation::Silu => silu_mul(gate, up),
+            Activation::GeluTanh => gelu_tanh_mul(gate, up),
+        }
+    }
+
+    /// `act(gate) · up` of `n` normed rows: down_proj's input.
+    fn gate_up_batch(&self, layer: &Layer, xn: &[f32], n: usize) -> Vec<f32> {
+        let [mut gate, up] =
+            Linear::forward_batch_group([&layer.gate_proj, &layer.up_proj], xn, n);
+        gate.par_chunks_mut(ELEMS_PER_TASK)
+            .zip(up.par_chunks(ELEMS_PER_TASK))
+            .with_min_len(rows_per_task(ELEMS_PER_TASK))
+            .for_each(|(g, u)| self.gate_act(g, u));
+        gate
     }
 }
 
@@ -474,6 +568,7 @@ impl Model {
         let mut x = vec![0.0f32; tokens.len() * h];
         for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
             self.embed_tokens.row(t as usize, row);
+            self.scale_embedding(row);
         }
         x
     }
@@ -496,7 +591,7 @@ impl Model {
             .with_min_len(rows_per_task(s.num_heads * d))
             .for_each(|(t, (qt, kt))| {
                 layer.qk_norm(qt, kt, d, eps);
-                self.rope.apply_pair(qt, kt, d, pos(t));
+                self.rope_of(layer).apply_pair(qt, kt, d, pos(t));
             });
     }
 }
@@ -507,17 +602,7 @@ impl Layer {
         Linear::forward_batch_group([&self.q_proj, &self.k_proj, &self.v_proj], xn, n)
     }
 
-    /// `silu(gate) · up` of `n` normed rows: down_proj's input.
-    fn gate_up_batch(&self, xn: &[f32], n: usize) -> Vec<f32> {
-        let [mut gate, up] = Linear::forward_batch_group([&self.gate_proj, &self.up_proj], xn, n);
-        gate.par_chunks_mut(ELEMS_PER_TASK)
-            .zip(up.par_chunks(ELEMS_PER_TASK))
-            .with_min_len(rows_per_task(ELEMS_PER_TASK))
-            .for_each(|(g, u)| silu_mul(g, u));
-        gate
-    }
-
-    /// Qwen3's per-head RMSNorm of queries and keys (no-op for the other families).
+    /// Qwen3's and Gemma's per-head RMSNorm of queries and keys (no-op for the others).
     fn qk_norm(&self, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q.chunks_exact_mut(head_dim)
@@ -559,6 +644,15 @@ fn norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
         .with_min_len(rows_per_task(w.len()))
         .for_each(|(o, r)| rms_norm(r, w, eps, o));
     out
+}
+
+/// RMSNorm in place of every row of `x` when there is a norm `w` (Gemma's output norms).
+fn norm_rows_in_place(x: &mut [f32], w: Option<&[f32]>, eps: f32) {
+    if let Some(w) = w {
+        x.par_chunks_exact_mut(w.len())
+            .with_min_len(rows_per_task(w.len()))
+            .for_each(|r| rms_norm_in_place(r, w, eps));
+    }
 }
 
 /// `x += y` over a batch, in parallel.

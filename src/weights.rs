@@ -878,6 +878,10 @@ impl WeightSource for GgufFile {
         let m = Matrix::ggml(name, 1, len, t.ty, t.data.clone(), None)?;
         let mut v = vec![0.0; len];
         m.row(0, &mut v);
+        if let Some(fam) = pocket_formats::gguf::model::family(self) {
+            let shift = pocket_formats::gguf::model::norm_shift(fam, name);
+            v.iter_mut().for_each(|x| *x += shift);
+        }
         if let Some(map) = self.llama_row_map(name, len) {
             v = map.iter().map(|&i| v[i as usize]).collect();
         }
@@ -910,15 +914,15 @@ fn gguf_tensor<'a>(
     f: &'a GgufFile,
     hf: &str,
 ) -> Result<&'a pocket_formats::gguf::GgufTensor, Error> {
-    pocket_formats::gguf::model::gguf_name(hf)
-        .and_then(|g| f.tensor(&g))
-        .ok_or_else(|| {
-            pocket_formats::FormatError::MissingTensor {
-                path: f.path.clone(),
-                name: pocket_formats::gguf::model::gguf_name(hf).unwrap_or_else(|| hf.into()),
-            }
-            .into()
-        })
+    use pocket_formats::gguf::model::{family, gguf_name};
+    let g = family(f).and_then(|fam| gguf_name(hf, fam));
+    g.as_deref().and_then(|g| f.tensor(g)).ok_or_else(|| {
+        pocket_formats::FormatError::MissingTensor {
+            path: f.path.clone(),
+            name: g.unwrap_or_else(|| hf.into()),
+        }
+        .into()
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ mod common;
 use common::ids;
 use std::path::PathBuf;
 
-const FIXTURES: [&str; 3] = ["llama-tiny", "qwen2-tiny", "qwen3-tiny"];
+const FIXTURES: [&str; 4] = ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "gemma3-tiny"];
 
 fn fixture(name: &str) -> (LoadedModel, Value) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

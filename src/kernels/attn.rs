@@ -73,10 +73,19 @@ impl Running {
 }
 
 /// Attends the query heads `q` (`g × d`, already multiplied by the softmax scale) over
-/// positions `t0..t1` of `kv` (`t0` a multiple of [`TILE`]), folding them into `run`.
+/// positions `t0..t1` of `kv`, folding them into `run`. A `t0` inside a tile (a sliding
+/// window's start) takes the scalar twin up to the next tile edge.
 pub fn span(isa: Isa, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
     let g = run.m.len();
-    assert!(q.len() == g * d && run.acc.len() == g * d && t0 % TILE == 0 && t0 <= t1);
+    assert!(q.len() == g * d && run.acc.len() == g * d && t0 <= t1);
+    let edge = t0.next_multiple_of(TILE).min(t1);
+    if edge > t0 {
+        span_scalar(q, d, kv, t0, edge, run);
+    }
+    let t0 = edge;
+    if t0 == t1 {
+        return;
+    }
     let (klen, vlen) = match kv {
         KvHead::F32 { k, v } => (k.len(), v.len()),
         KvHead::F16 { k, v } => (k.len(), v.len()),

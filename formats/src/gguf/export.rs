@@ -326,6 +326,13 @@ pub fn write_gguf(
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<GgufReport, FormatError> {
     let spec = source.spec().clone();
+    if spec.family == Family::Gemma3 {
+        return Err(FormatError::Invalid {
+            path: source.path().to_path_buf(),
+            reason: "Gemma 3 models are not supported by the GGUF export yet (llama, qwen2, qwen3)"
+                .into(),
+        });
+    }
     let arch = spec.family.as_str();
     let a = |k: &str| format!("{arch}.{k}");
     let mut md: Vec<(String, V)> = vec![
@@ -378,7 +385,7 @@ pub fn write_gguf(
     let factors = rope_factors(&spec);
     let mut plan = Vec::new();
     for t in source.tensors() {
-        let g = gguf_name(&t.name).ok_or_else(|| FormatError::BadTensor {
+        let g = gguf_name(&t.name, spec.family).ok_or_else(|| FormatError::BadTensor {
             path: source.path().to_path_buf(),
             name: t.name.clone(),
             reason: "has no GGUF counterpart".into(),

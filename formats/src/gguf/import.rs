@@ -7,7 +7,7 @@
 //! once, so it is bit-identical exactly when `m + 8d` is representable in f16.
 
 use super::ggml::{dequantize, GgmlType};
-use super::model::{gguf_name, hf_name, llama_qk_row};
+use super::model::{family, gguf_name, hf_name, llama_qk_row, norm_shift};
 use super::reader::{GgufFile, GgufTensor};
 use crate::hf::ModelSpec;
 use crate::quant::q4::{self, BlockParams};
@@ -24,14 +24,17 @@ pub fn row_map(f: &GgufFile, spec: &ModelSpec, hf: &str, rows: usize) -> Option<
 /// HF-named tensors of the file (tensors with no HF counterpart, such as `rope_freqs`, which
 /// lives in the spec, are left out).
 pub fn tensors(f: &GgufFile) -> Vec<(String, &GgufTensor)> {
+    let Some(fam) = family(f) else {
+        return Vec::new();
+    };
     f.tensors
         .iter()
-        .filter_map(|t| hf_name(&t.name).map(|n| (n, t)))
+        .filter_map(|t| hf_name(&t.name, fam).map(|n| (n, t)))
         .collect()
 }
 
 pub fn tensor<'a>(f: &'a GgufFile, hf: &str) -> Option<&'a GgufTensor> {
-    gguf_name(hf).and_then(|g| f.tensor(&g))
+    gguf_name(hf, family(f)?).and_then(|g| f.tensor(&g))
 }
 
 /// Our storage type that holds a ggml type without requantizing, if any.
@@ -62,6 +65,10 @@ pub fn read_f32(f: &GgufFile, spec: &ModelSpec, hf: &str, t: &GgufTensor) -> Vec
     for (r, o) in out.chunks_exact_mut(cols).enumerate() {
         let src = map.as_ref().map_or(r, |m| m[r]);
         dequantize(t.ty, &b[src * row_bytes..(src + 1) * row_bytes], o);
+    }
+    let shift = norm_shift(spec.family, hf);
+    if shift != 0.0 {
+        out.iter_mut().for_each(|x| *x += shift);
     }
     out
 }

@@ -1,22 +1,34 @@
 //! GGUF metadata → [`ModelSpec`], and GGUF tensor names ↔ Hugging Face names, for the
-//! `llama`, `qwen2` and `qwen3` architectures as llama.cpp's converter writes them.
+//! `llama`, `qwen2`, `qwen3` and `gemma3` architectures as llama.cpp's converter writes them.
 
 use super::reader::{GgufFile, GgufValue};
-use crate::hf::{Family, ModelSpec, RopeConfig, RopeScaling};
+use crate::hf::{Activation, Family, ModelSpec, RopeConfig, RopeScaling, Sliding};
 use crate::FormatError;
 
+/// Gemma's four norms per layer, GGUF ↔ HF. Its `post_attention_layernorm` norms the attention
+/// output; the other families' (GGUF `ffn_norm`) is the MLP's input norm.
+const GEMMA_NORMS: [(&str, &str); 3] = [
+    ("ffn_norm", "pre_feedforward_layernorm"),
+    ("post_attention_norm", "post_attention_layernorm"),
+    ("post_ffw_norm", "post_feedforward_layernorm"),
+];
+
 /// HF name for a GGUF tensor name (`blk.3.attn_q.weight` → `model.layers.3.self_attn.q_proj.weight`).
-pub fn hf_name(gguf: &str) -> Option<String> {
+pub fn hf_name(gguf: &str, family: Family) -> Option<String> {
+    if family == Family::Gemma3 {
+        if let Some((layer, part, kind)) = split_blk(gguf) {
+            if let Some((_, hf)) = GEMMA_NORMS.iter().find(|(g, _)| *g == part) {
+                return Some(format!("model.layers.{layer}.{hf}.{kind}"));
+            }
+        }
+    }
     match gguf {
         "token_embd.weight" => return Some("model.embed_tokens.weight".into()),
         "output_norm.weight" => return Some("model.norm.weight".into()),
         "output.weight" => return Some("lm_head.weight".into()),
         _ => {}
     }
-    let rest = gguf.strip_prefix("blk.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let layer: usize = layer.parse().ok()?;
-    let (part, kind) = rest.rsplit_once('.')?;
+    let (layer, part, kind) = split_blk(gguf)?;
     let module = match part {
         "attn_norm" => "input_layernorm",
         "ffn_norm" => "post_attention_layernorm",
@@ -34,8 +46,41 @@ pub fn hf_name(gguf: &str) -> Option<String> {
     Some(format!("model.layers.{layer}.{module}.{kind}"))
 }
 
+/// The file's decoder family, from `general.architecture`.
+pub fn family(f: &GgufFile) -> Option<Family> {
+    f.architecture().and_then(Family::from_model_type)
+}
+
+/// What to add to a stored value of tensor `hf` to get the HF value: llama.cpp's converter
+/// stores Gemma's norm weights as `1 + w` (its norm multiplies by the weight as is).
+pub fn norm_shift(family: Family, hf: &str) -> f32 {
+    if family == Family::Gemma3 && hf.ends_with("norm.weight") {
+        -1.0
+    } else {
+        0.0
+    }
+}
+
+/// `blk.3.attn_q.weight` → (3, "attn_q", "weight").
+fn split_blk(gguf: &str) -> Option<(usize, &str, &str)> {
+    let rest = gguf.strip_prefix("blk.")?;
+    let (layer, rest) = rest.split_once('.')?;
+    let layer: usize = layer.parse().ok()?;
+    let (part, kind) = rest.rsplit_once('.')?;
+    Some((layer, part, kind))
+}
+
 /// GGUF name for an HF tensor name (the inverse of [`hf_name`]).
-pub fn gguf_name(hf: &str) -> Option<String> {
+pub fn gguf_name(hf: &str, family: Family) -> Option<String> {
+    if family == Family::Gemma3 {
+        if let Some(rest) = hf.strip_prefix("model.layers.") {
+            let (layer, rest) = rest.split_once('.')?;
+            let (module, kind) = rest.rsplit_once('.')?;
+            if let Some((g, _)) = GEMMA_NORMS.iter().find(|(_, h)| *h == module) {
+                return Some(format!("blk.{layer}.{g}.{kind}"));
+            }
+        }
+    }
     match hf {
         "model.embed_tokens.weight" => return Some("token_embd.weight".into()),
         "model.norm.weight" => return Some("output_norm.weight".into()),
@@ -176,6 +221,24 @@ pub fn spec(f: &GgufFile) -> Result<ModelSpec, FormatError> {
             ))
         }
     };
+    let gemma = family == Family::Gemma3;
+    // llama.cpp's gemma3: every sixth layer global, local RoPE base 10,000 (both fixed in its
+    // source), the window from the file.
+    let sliding = match num("attention.sliding_window")? {
+        Some(w) if gemma && w > 0 => {
+            let layers = need("block_count")?;
+            let every = num("attention.sliding_window_pattern")?.unwrap_or(6).max(1) as usize;
+            Some(Sliding {
+                window: w as usize,
+                layers: (0..layers).map(|i| (i + 1) % every != 0).collect(),
+                rope: RopeConfig {
+                    theta: float("rope.local.freq_base").unwrap_or(10000.0),
+                    scaling: RopeScaling::None,
+                },
+            })
+        }
+        _ => None,
+    };
     let vocab = match f.get("tokenizer.ggml.tokens").and_then(GgufValue::as_array) {
         Some(t) => t.len(),
         None => need("vocab_size")?,
@@ -219,6 +282,19 @@ pub fn spec(f: &GgufFile) -> Result<ModelSpec, FormatError> {
                 .map(|v| v.summary())
                 .unwrap_or_else(|| "?".into())
         )),
+        activation: if gemma {
+            Activation::GeluTanh
+        } else {
+            Activation::Silu
+        },
+        norm_offset: gemma,
+        sandwich_norms: gemma,
+        scale_embeddings: gemma,
+        // llama.cpp's scale for every gemma3 size but 27B (whose query_pre_attn_scalar is
+        // hidden / heads, not head_dim).
+        attn_scale: gemma.then(|| 1.0 / (head_dim as f64).sqrt()),
+        sliding,
+        final_logit_softcap: float("final_logit_softcapping").filter(|&c| c > 0.0),
     })
 }
 
@@ -235,13 +311,31 @@ mod tests {
             "blk.0.attn_q.bias",
             "blk.3.ffn_down.weight",
         ] {
-            assert_eq!(gguf_name(&hf_name(n).unwrap()).unwrap(), n);
+            for fam in [Family::Llama, Family::Gemma3] {
+                assert_eq!(gguf_name(&hf_name(n, fam).unwrap(), fam).unwrap(), n);
+            }
+        }
+        for n in [
+            "blk.2.ffn_norm.weight",
+            "blk.2.post_attention_norm.weight",
+            "blk.2.post_ffw_norm.weight",
+        ] {
+            let hf = hf_name(n, Family::Gemma3).unwrap();
+            assert_eq!(gguf_name(&hf, Family::Gemma3).unwrap(), n);
         }
         assert_eq!(
-            hf_name("blk.1.attn_output.weight").unwrap(),
+            hf_name("blk.2.ffn_norm.weight", Family::Llama).unwrap(),
+            "model.layers.2.post_attention_layernorm.weight"
+        );
+        assert_eq!(
+            hf_name("blk.2.ffn_norm.weight", Family::Gemma3).unwrap(),
+            "model.layers.2.pre_feedforward_layernorm.weight"
+        );
+        assert_eq!(
+            hf_name("blk.1.attn_output.weight", Family::Llama).unwrap(),
             "model.layers.1.self_attn.o_proj.weight"
         );
-        assert!(hf_name("rope_freqs.weight").is_none());
+        assert!(hf_name("rope_freqs.weight", Family::Llama).is_none());
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub enum Family {
     Qwen2,
     /// Qwen3: per-head RMSNorm on q and k before RoPE (`q_norm`, `k_norm`).
     Qwen3,
+    /// Gemma 3 text decoders (`gemma3_text`): (1 + w) norms around attention and MLP, GELU,
+    /// scaled embeddings, sliding-window layers with their own RoPE.
+    Gemma3,
 }
 
 impl Family {
@@ -28,6 +31,7 @@ impl Family {
             "llama" => Some(Family::Llama),
             "qwen2" => Some(Family::Qwen2),
             "qwen3" => Some(Family::Qwen3),
+            "gemma3_text" | "gemma3" => Some(Family::Gemma3),
             _ => None,
         }
     }
@@ -37,6 +41,7 @@ impl Family {
             Family::Llama => "llama",
             Family::Qwen2 => "qwen2",
             Family::Qwen3 => "qwen3",
+            Family::Gemma3 => "gemma3_text",
         }
     }
 }
@@ -127,6 +132,27 @@ impl RopeConfig {
     }
 }
 
+/// The MLP's gate activation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    #[default]
+    Silu,
+    /// GELU with the tanh approximation (transformers' `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// Sliding-window attention on some layers (Gemma 3's local layers).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sliding {
+    /// A position attends itself and the `window − 1` before it.
+    pub window: usize,
+    /// Per layer: true for a sliding-window layer.
+    pub layers: Vec<bool>,
+    /// The RoPE of the sliding layers (the others use [`ModelSpec::rope`]).
+    pub rope: RopeConfig,
+}
+
 /// Everything the engine needs to know about a decoder's shape and conventions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
@@ -154,6 +180,29 @@ pub struct ModelSpec {
     pub eos_token_ids: Vec<u32>,
     /// The checkpoint's declared storage dtype (`torch_dtype` or `dtype`), for information.
     pub dtype: Option<String>,
+    // Gemma's switches; absent (the defaults) in files written before they existed.
+    /// The MLP's gate activation.
+    #[serde(default)]
+    pub activation: Activation,
+    /// Every RMSNorm scales by `1 + w` (Gemma) instead of `w`.
+    #[serde(default)]
+    pub norm_offset: bool,
+    /// The attention and MLP outputs are normed again before the residual add
+    /// (`post_attention_layernorm` / `post_feedforward_layernorm`; the MLP's input norm is then
+    /// `pre_feedforward_layernorm`).
+    #[serde(default)]
+    pub sandwich_norms: bool,
+    /// Embeddings are multiplied by sqrt(hidden_size).
+    #[serde(default)]
+    pub scale_embeddings: bool,
+    /// The softmax scale when it is not 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-½).
+    #[serde(default)]
+    pub attn_scale: Option<f64>,
+    #[serde(default)]
+    pub sliding: Option<Sliding>,
+    /// Logits become `cap · tanh(logits / cap)`.
+    #[serde(default)]
+    pub final_logit_softcap: Option<f64>,
 }
 
 impl ModelSpec {
@@ -184,6 +233,24 @@ impl ModelSpec {
                 "{} attention heads are not a multiple of {} key/value heads",
                 self.num_heads, self.num_kv_heads
             ));
+        }
+        if let Some(sl) = &self.sliding {
+            if sl.window == 0 || sl.layers.len() != self.num_layers {
+                return Err(format!(
+                    "sliding window {} over {} layer types does not fit {} layers",
+                    sl.window,
+                    sl.layers.len(),
+                    self.num_layers
+                ));
+            }
+        }
+        for (field, v) in [
+            ("query_pre_attn_scalar", self.attn_scale),
+            ("final_logit_softcapping", self.final_logit_softcap),
+        ] {
+            if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+                return Err(format!("{field} must be a positive number"));
+            }
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
             return Err(format!(
@@ -259,12 +326,24 @@ impl ModelSpec {
                 format!("{head_dim} must be even and non-zero for RoPE"),
             ));
         }
-        if let Some(act) = f.opt_str("hidden_act")? {
-            if act != "silu" {
+        let act_field = match f.get("hidden_activation") {
+            Some(_) => "hidden_activation",
+            None => "hidden_act",
+        };
+        let activation = match f.opt_str(act_field)? {
+            None if family == Family::Gemma3 => Activation::GeluTanh,
+            None | Some("silu") => Activation::Silu,
+            Some("gelu_pytorch_tanh") => Activation::GeluTanh,
+            Some(act) => {
                 return Err(invalid(
-                    "hidden_act",
-                    format!("`{act}` is not supported (only silu)"),
-                ));
+                    act_field,
+                    format!("`{act}` is not supported (silu, gelu_pytorch_tanh)"),
+                ))
+            }
+        };
+        for field in ["attn_logit_softcapping", "use_bidirectional_attention"] {
+            if f.get(field).is_some_and(|v| v != &serde_json::json!(false)) {
+                return Err(invalid(field, "is not supported".into()));
             }
         }
         if f.opt_bool("use_sliding_window")?.unwrap_or(false) {
@@ -283,11 +362,13 @@ impl ModelSpec {
                 false,
             ),
             Family::Qwen2 => (true, false, false, false),
-            Family::Qwen3 => (attention_bias, attention_bias, false, true),
+            Family::Qwen3 | Family::Gemma3 => (attention_bias, attention_bias, false, true),
         };
+        let gemma = family == Family::Gemma3;
         let default_positions = match family {
             Family::Llama => 2048,
             Family::Qwen2 | Family::Qwen3 => 32768,
+            Family::Gemma3 => 131072,
         };
         let positive = |field: &str| -> Result<usize, FormatError> {
             let v = f.usize(field)?;
@@ -310,8 +391,12 @@ impl ModelSpec {
                 .opt_usize("max_position_embeddings")?
                 .unwrap_or(default_positions),
             rms_norm_eps: f.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
-            rope: read_rope(&f)?,
-            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            rope: if gemma {
+                read_rope_of(&f, "full_attention", "rope_theta", 1e6)?
+            } else {
+                read_rope(&f)?
+            },
+            tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
             qkv_bias,
             o_bias,
             mlp_bias,
@@ -322,13 +407,104 @@ impl ModelSpec {
                 .opt_str("dtype")?
                 .or(f.opt_str("torch_dtype")?)
                 .map(str::to_string),
+            activation,
+            norm_offset: gemma,
+            sandwich_norms: gemma,
+            scale_embeddings: gemma,
+            attn_scale: match f.opt_f64("query_pre_attn_scalar")? {
+                Some(q) if gemma => Some(1.0 / q.sqrt()),
+                None if gemma => Some(1.0 / 256f64.sqrt()),
+                _ => None,
+            },
+            sliding: if gemma { read_sliding(&f)? } else { None },
+            final_logit_softcap: f.opt_f64("final_logit_softcapping")?,
         })
+    }
+
+    /// The softmax scale of attention scores.
+    pub fn attn_scale(&self) -> f32 {
+        match self.attn_scale {
+            Some(s) => s as f32,
+            None => 1.0 / (self.head_dim as f32).sqrt(),
+        }
+    }
+
+    /// The sliding window of `layer`, if it is a sliding-window layer.
+    pub fn window(&self, layer: usize) -> Option<usize> {
+        let sl = self.sliding.as_ref()?;
+        sl.layers.get(layer).copied().unwrap_or(false).then_some(sl.window)
     }
 
     /// Number of query heads that share one KV head.
     pub fn group_size(&self) -> usize {
         self.num_heads / self.num_kv_heads
     }
+}
+
+/// Gemma 3's layer kinds (`layer_types`, or every `sliding_window_pattern`-th layer global)
+/// and the window and RoPE of its sliding layers.
+fn read_sliding(f: &Fields) -> Result<Option<Sliding>, FormatError> {
+    let invalid = |field: &str, reason: &str| FormatError::InvalidField {
+        path: f.path.to_path_buf(),
+        field: field.into(),
+        reason: reason.into(),
+    };
+    let n = f.usize("num_hidden_layers")?;
+    let layers: Vec<bool> = match f.get("layer_types") {
+        Some(serde_json::Value::Array(kinds)) => kinds
+            .iter()
+            .map(|k| match k.as_str() {
+                Some("sliding_attention") => Ok(true),
+                Some("full_attention") => Ok(false),
+                _ => Err(invalid(
+                    "layer_types",
+                    "expected \"sliding_attention\" or \"full_attention\"",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("layer_types", "expected a list")),
+        None => {
+            let every = f.opt_usize("sliding_window_pattern")?.unwrap_or(6).max(1);
+            (0..n).map(|i| (i + 1) % every != 0).collect()
+        }
+    };
+    if layers.len() != n {
+        return Err(invalid("layer_types", "needs one entry per layer"));
+    }
+    if !layers.contains(&true) {
+        return Ok(None);
+    }
+    let window = f
+        .opt_usize("sliding_window")?
+        .filter(|&w| w > 0)
+        .ok_or_else(|| invalid("sliding_window", "sliding layers need a window > 0"))?;
+    let rope = read_rope_of(f, "sliding_attention", "rope_local_base_freq", 1e4)?;
+    Ok(Some(Sliding {
+        window,
+        layers,
+        rope,
+    }))
+}
+
+/// The RoPE of one of Gemma 3's layer kinds: `rope_parameters[kind]` (transformers 5), or
+/// `theta_key` + (global layers only) `rope_scaling` (transformers 4).
+fn read_rope_of(
+    f: &Fields,
+    kind: &str,
+    theta_key: &str,
+    default_theta: f64,
+) -> Result<RopeConfig, FormatError> {
+    if let Some(params) = f.object("rope_parameters")? {
+        if let Some(p) = params.object(kind)? {
+            return rope_from(f, Some(&p), p.opt_f64("rope_theta")?.unwrap_or(default_theta));
+        }
+    }
+    let scaling = match kind {
+        "full_attention" => f.object("rope_scaling")?,
+        _ => None,
+    };
+    let theta = f.opt_f64(theta_key)?.unwrap_or(default_theta);
+    rope_from(f, scaling.as_ref(), theta)
 }
 
 /// RoPE from either `rope_parameters` (transformers 5) or `rope_theta` + `rope_scaling` (4).
@@ -347,6 +523,11 @@ fn read_rope(f: &Fields) -> Result<RopeConfig, FormatError> {
     }
     .or(f.opt_f64("rope_theta")?)
     .unwrap_or(10000.0);
+    rope_from(f, scaling.as_ref(), theta)
+}
+
+/// RoPE of base `theta`, scaled as the object `scaling` says (`rope_type`; none: default).
+fn rope_from(f: &Fields, scaling: Option<&Fields>, theta: f64) -> Result<RopeConfig, FormatError> {
     if theta <= 1.0 {
         return Err(FormatError::InvalidField {
             path: f.path.to_path_buf(),

@@ -9,6 +9,8 @@ pub mod safetensors;
 pub mod tokenizer_config;
 
 pub use checkpoint::HfCheckpoint;
-pub use config::{Family, GenerationConfig, ModelSpec, RopeConfig, RopeScaling};
+pub use config::{
+    Activation, Family, GenerationConfig, ModelSpec, RopeConfig, RopeScaling, Sliding,
+};
 pub use safetensors::{DType, MappedTensor, SafetensorsFile};
 pub use tokenizer_config::TokenizerConfig;

