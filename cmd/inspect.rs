@@ -33,12 +33,17 @@ pub struct InspectArgs {
 }
 
 /// `--dump`: a tensor's values as raw f32, in stored order.
-fn dump(m: &LoadedModel, name: &str, to: &std::path::Path) -> Result<ExitCode> {
-    let values: Vec<f32> = match &m.file {
+fn dump(
+    file: &ModelFile,
+    path: &std::path::Path,
+    name: &str,
+    to: &std::path::Path,
+) -> Result<ExitCode> {
+    let values: Vec<f32> = match file {
         ModelFile::Gguf(g, _) => {
             let t = g
                 .tensor(name)
-                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", m.path.display()))?;
+                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", path.display()))?;
             let mut v = vec![0.0f32; t.numel() as usize];
             pocket_formats::gguf::ggml::dequantize(t.ty, t.data.as_slice(), &mut v);
             v
@@ -47,7 +52,7 @@ fn dump(m: &LoadedModel, name: &str, to: &std::path::Path) -> Result<ExitCode> {
             use pocket::weights::WeightSource;
             let t = p
                 .tensor(name)
-                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", m.path.display()))?;
+                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", path.display()))?;
             let (rows, cols) = t.entry.matrix_shape().unwrap_or((1, 0));
             let mat = if t.entry.shape.len() == 1 {
                 None
@@ -76,10 +81,12 @@ fn dump(m: &LoadedModel, name: &str, to: &std::path::Path) -> Result<ExitCode> {
 }
 
 pub fn main(args: InspectArgs) -> Result<ExitCode> {
-    let m = LoadedModel::open(&args.model)?;
     if let (Some(name), Some(to)) = (&args.dump, &args.to) {
-        return dump(&m, name, to);
+        // The file alone: no tokenizer or model to build for one tensor.
+        let file = ModelFile::open(&args.model)?;
+        return dump(&file, &args.model, name, to);
     }
+    let m = LoadedModel::open(&args.model)?;
     let spec = m.file.spec();
     let table = m.file.tensor_table();
     let params = m.file.parameter_count();
@@ -193,6 +200,23 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         "attention    RoPE theta {} ({:?}), rms_norm_eps {}, context {}, biases q/k/v {} o {} mlp {}, q/k norm {}",
         spec.rope.theta, spec.rope.scaling, spec.rms_norm_eps, spec.max_position_embeddings, spec.qkv_bias, spec.o_bias, spec.mlp_bias, spec.qk_norm
     );
+    if let Some(sl) = &spec.sliding {
+        println!(
+            "sliding      window {} on {} of {} layers (RoPE theta {} there)",
+            sl.window,
+            sl.layers.iter().filter(|&&s| s).count(),
+            spec.num_layers,
+            sl.rope.theta
+        );
+    }
+    if spec.family == pocket_formats::hf::Family::Gemma3 {
+        println!(
+            "gemma        MLP {:?}, (1 + w) norms around attention and MLP, embeddings × √hidden, softmax scale {:.5}, logit soft-cap {:?}",
+            spec.activation,
+            spec.attn_scale(),
+            spec.final_logit_softcap
+        );
+    }
     println!(
         "embeddings   {}",
         if spec.tie_word_embeddings {

@@ -63,6 +63,10 @@ def main(bin_, text_path, *files):
         llm = Llama(model_path=f, n_ctx=CTX, logits_all=True, n_threads=2, verbose=False)
         toks = llm.tokenize(text.encode(), add_bos=False, special=False)[:N_TOKENS]
         mine = pocket_json(bin_, "run", f, "--raw", "-p", llm.detokenize(toks[:200]).decode(), "-n", "1", "--json")["prompt_ids"]
+        if mine[:1] == [llm.token_bos()] and toks[:1] != mine[:1]:
+            mine = mine[1:]  # a --raw prompt starts with BOS when the model adds one (Gemma)
+        # A base model (no chat template) continues the prompts as plain text.
+        raw = [] if "tokenizer.chat_template" in GGUFReader(f).fields else ["--raw"]
         tok_ok = mine[:150] == toks[:150]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tf:
             json.dump(toks, tf)
@@ -70,7 +74,7 @@ def main(bin_, text_path, *files):
         theirs, n = llama_ppl(llm, toks)
         same = 0
         for p in PROMPTS:
-            r = pocket_json(bin_, "run", f, "-p", p, "--temp", "0", "-n", "32", "--json")
+            r = pocket_json(bin_, "run", f, *raw, "-p", p, "--temp", "0", "-n", "32", "--json")
             same += int(r["generated_ids"] == llama_greedy(llm, r["prompt_ids"])[:len(r["generated_ids"])])
         # Every tensor: gguf-py's dequantization must equal pocket's, bit for bit.
         from gguf.quants import dequantize

@@ -541,8 +541,7 @@ impl Model {
 
     /// `act(gate) · up` of `n` normed rows: down_proj's input.
     fn gate_up_batch(&self, layer: &Layer, xn: &[f32], n: usize) -> Vec<f32> {
-        let [mut gate, up] =
-            Linear::forward_batch_group([&layer.gate_proj, &layer.up_proj], xn, n);
+        let [mut gate, up] = Linear::forward_batch_group([&layer.gate_proj, &layer.up_proj], xn, n);
         gate.par_chunks_mut(ELEMS_PER_TASK)
             .zip(up.par_chunks(ELEMS_PER_TASK))
             .with_min_len(rows_per_task(ELEMS_PER_TASK))

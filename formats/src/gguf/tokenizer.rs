@@ -1,5 +1,5 @@
 //! A Hugging Face `tokenizer.json` built from GGUF tokenizer metadata (`tokenizer.ggml.*`), for
-//! byte-level BPE ("gpt2") vocabularies. The pre-tokenizer comes from `tokenizer.ggml.pre`: the
+//! byte-level BPE ("gpt2") vocabularies and Gemma's SentencePiece ("llama") one. The pre-tokenizer comes from `tokenizer.ggml.pre`: the
 //! names llama.cpp uses map to the split rules those models were trained with; an unknown name
 //! is refused rather than guessed, since a wrong split silently changes every token id.
 
@@ -61,24 +61,52 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
         .get("tokenizer.ggml.model")
         .and_then(GgufValue::as_str)
         .unwrap_or("");
-    if model != "gpt2" {
-        return Err(invalid(
-            "tokenizer.ggml.model",
-            format!("`{model}` is not supported (byte-level BPE \"gpt2\" only)"),
-        ));
+    let gemma = super::model::family(f) == Some(crate::hf::Family::Gemma3);
+    match model {
+        "gpt2" => {}
+        "llama" if gemma => {}
+        _ => {
+            return Err(invalid(
+                "tokenizer.ggml.model",
+                format!("`{model}` is not supported (byte-level BPE \"gpt2\", or Gemma's SentencePiece \"llama\")"),
+            ))
+        }
     }
     let pre_name = f
         .get("tokenizer.ggml.pre")
         .and_then(GgufValue::as_str)
         .unwrap_or("default");
-    let pre = pre_tokenizer(pre_name).ok_or_else(|| {
+    let pre = match model {
+        "llama" => Some(json!({"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false})),
+        _ => pre_tokenizer(pre_name),
+    }
+    .ok_or_else(|| {
         invalid(
             "tokenizer.ggml.pre",
             format!("`{pre_name}` is not a known pre-tokenizer ({KNOWN_PRE}); refusing to guess"),
         )
     })?;
-    let tokens = strings(f, "tokenizer.ggml.tokens")?;
-    let merges = strings(f, "tokenizer.ggml.merges")?;
+    let mut tokens: Vec<String> = strings(f, "tokenizer.ggml.tokens")?
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let spm = model == "llama";
+    if spm {
+        // Gemma stores its runs of spaces as spaces; its normalizer looks them up as "▁"s.
+        for t in &mut tokens {
+            if t.contains(' ') && t.trim().is_empty() {
+                *t = "▁".repeat(t.chars().count());
+            }
+        }
+    }
+    let merges: Vec<Value> = if spm {
+        spm_merges(&tokens)
+    } else {
+        strings(f, "tokenizer.ggml.merges")?
+            .into_iter()
+            .map(Value::from)
+            .collect()
+    };
     let types: Vec<u64> = match f
         .get("tokenizer.ggml.token_type")
         .and_then(GgufValue::as_array)
@@ -94,12 +122,13 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
     };
     let mut vocab = serde_json::Map::with_capacity(tokens.len());
     let mut added = Vec::new();
-    for (id, (&tok, &ty)) in tokens.iter().zip(&types).enumerate() {
-        vocab.insert(tok.to_string(), json!(id));
-        // 3 = control, 4 = user-defined: matched whole before BPE, as HF's added tokens are.
-        if ty == 3 || ty == 4 {
+    for (id, (tok, &ty)) in tokens.iter().zip(&types).enumerate() {
+        vocab.insert(tok.clone(), json!(id));
+        // 3 = control, 4 = user-defined: matched whole before BPE, as HF's added tokens are
+        // (not Gemma's runs of spaces, which its BPE builds).
+        if ty == 3 || (ty == 4 && !(spm && tok.starts_with('▁'))) {
             added.push(json!({"id": id, "content": tok, "single_word": false, "lstrip": false, "rstrip": false,
-                              "normalized": ty == 4, "special": ty == 3}));
+                              "normalized": ty == 4 && !spm, "special": ty == 3}));
         }
     }
     let id = |k: &str| f.get(k).and_then(GgufValue::as_u64);
@@ -109,12 +138,15 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
         id("tokenizer.ggml.bos_token_id"),
     ) {
         (Some(true), Some(bos)) => {
-            let bos_tok = tokens.get(bos as usize).ok_or_else(|| {
-                invalid(
-                    "tokenizer.ggml.bos_token_id",
-                    format!("{bos} is not a token id"),
-                )
-            })?;
+            let bos_tok = tokens
+                .get(bos as usize)
+                .map(String::as_str)
+                .ok_or_else(|| {
+                    invalid(
+                        "tokenizer.ggml.bos_token_id",
+                        format!("{bos} is not a token id"),
+                    )
+                })?;
             json!({"type": "TemplateProcessing",
                    "single": [{"SpecialToken": {"id": bos_tok, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
                    "pair": [{"SpecialToken": {"id": bos_tok, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
@@ -123,7 +155,7 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
         }
         _ => Value::Null,
     };
-    let tj = json!({
+    let mut tj = json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
@@ -136,7 +168,51 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
                   "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
                   "vocab": vocab, "merges": merges},
     });
+    if spm {
+        // As transformers' GemmaTokenizer: spaces become "▁", unknown characters fall back
+        // to byte tokens, and decoding undoes both.
+        let unk = id("tokenizer.ggml.unknown_token_id")
+            .and_then(|u| tokens.get(u as usize))
+            .cloned();
+        tj["normalizer"] = json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"});
+        tj["decoder"] = json!({"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}]});
+        tj["model"]["unk_token"] = json!(unk);
+        tj["model"]["fuse_unk"] = json!(true);
+        tj["model"]["byte_fallback"] = json!(true);
+    }
     Ok(tj.to_string())
+}
+
+/// A SentencePiece vocabulary's merges, which a GGUF file does not list: every split of a
+/// token into two tokens, best first. As transformers rebuilds Gemma's: a token's place in the
+/// file ranks its merges (Gemma's scores do not follow the merge order), then the longer left
+/// piece, then the longer right piece.
+fn spm_merges(tokens: &[String]) -> Vec<Value> {
+    let index: std::collections::HashMap<&str, usize> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.as_str(), i))
+        .collect();
+    let mut merges: Vec<(usize, usize, usize, &str, &str)> = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        // Ranked by the last place a respelled token holds, as a dict keeps the last value.
+        if index.get(t.as_str()) != Some(&i) {
+            continue;
+        }
+        for (at, _) in t.char_indices().skip(1) {
+            let (l, r) = t.split_at(at);
+            if index.contains_key(l) && index.contains_key(r) {
+                merges.push((i, l.chars().count(), r.chars().count(), l, r));
+            }
+        }
+    }
+    merges.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
+    merges
+        .into_iter()
+        .map(|(_, _, _, l, r)| json!([l, r]))
+        .collect()
 }
 
 /// The text of a special token id (`tokenizer.ggml.bos_token_id` etc.).

@@ -432,7 +432,11 @@ impl ModelSpec {
     /// The sliding window of `layer`, if it is a sliding-window layer.
     pub fn window(&self, layer: usize) -> Option<usize> {
         let sl = self.sliding.as_ref()?;
-        sl.layers.get(layer).copied().unwrap_or(false).then_some(sl.window)
+        sl.layers
+            .get(layer)
+            .copied()
+            .unwrap_or(false)
+            .then_some(sl.window)
     }
 
     /// Number of query heads that share one KV head.
@@ -496,7 +500,11 @@ fn read_rope_of(
 ) -> Result<RopeConfig, FormatError> {
     if let Some(params) = f.object("rope_parameters")? {
         if let Some(p) = params.object(kind)? {
-            return rope_from(f, Some(&p), p.opt_f64("rope_theta")?.unwrap_or(default_theta));
+            return rope_from(
+                f,
+                Some(&p),
+                p.opt_f64("rope_theta")?.unwrap_or(default_theta),
+            );
         }
     }
     let scaling = match kind {
