@@ -16,15 +16,10 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from hf_reference import TEXTS  # the same tokenizer texts as SmolLM2's reference
+
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,",
            "Water boils at a temperature of"]
-TEXTS = {
-    "english": "The quick brown fox jumps over the lazy dog. It's 2024, isn't it?",
-    "chinese": "你好，世界！今天天气很好，我们去公园散步吧。",
-    "code": "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
-    "emoji": "Launch 🚀🚀 party 🎉👩‍👩‍👧‍👦 and flags 🇫🇷 ok 👍🏽",
-    "mixed": "  Numbers 1234567 and 3.14159, tabs\tand\n\nnewlines; café naïve Ωmega",
-}
 LONG = 700
 
 

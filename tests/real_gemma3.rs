@@ -128,19 +128,7 @@ fn gemma3_long_text_log_probs_equal_transformers() {
 #[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
 fn gemma3_tokenizer_and_size_equal_transformers() {
     let (m, r) = load();
-    for (kind, case) in r["tokenize"].as_object().unwrap() {
-        let text = case["text"].as_str().unwrap();
-        assert_eq!(
-            m.tokenizer.encode(text, false).unwrap(),
-            ids(&case["ids"]),
-            "{kind}"
-        );
-        assert_eq!(
-            m.tokenizer.encode(text, true).unwrap(),
-            ids(&case["ids_special"]),
-            "{kind} with specials"
-        );
-    }
+    common::assert_tokenizes(&m, &r["tokenize"]);
     let s = &m.model.spec;
     let params = s.vocab_size * s.hidden_size
         + s.num_layers
@@ -165,19 +153,7 @@ fn gemma3_gguf_tokenizer_equals_transformers() {
     let m = LoadedModel::open(&gguf).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("GGUF opened in {:.2} s", t0.elapsed().as_secs_f64());
     let r = common::read_json(&root().join("fixtures/gemma3-reference.json"));
-    for (kind, case) in r["tokenize"].as_object().unwrap() {
-        let text = case["text"].as_str().unwrap();
-        assert_eq!(
-            m.tokenizer.encode(text, false).unwrap(),
-            ids(&case["ids"]),
-            "{kind}"
-        );
-        assert_eq!(
-            m.tokenizer.encode(text, true).unwrap(),
-            ids(&case["ids_special"]),
-            "{kind} with specials"
-        );
-    }
+    common::assert_tokenizes(&m, &r["tokenize"]);
     let text = std::fs::read_to_string(root().join("src/calibration.txt")).unwrap();
     let want = ids(&r["long"]["ids"]);
     let got = m.tokenizer.encode(&text, true).unwrap();

@@ -43,19 +43,7 @@ fn smollm2_greedy_tokens_equal_transformers() {
 #[ignore = "needs the SmolLM2 checkpoint: scripts/check-real-model.sh"]
 fn smollm2_tokenizer_and_template_equal_transformers() {
     let (m, r) = load();
-    for (kind, case) in r["tokenize"].as_object().unwrap() {
-        let text = case["text"].as_str().unwrap();
-        assert_eq!(
-            m.tokenizer.encode(text, false).unwrap(),
-            ids(&case["ids"]),
-            "{kind}: {text:?}"
-        );
-        assert_eq!(
-            m.tokenizer.encode(text, true).unwrap(),
-            ids(&case["ids_special"]),
-            "{kind} with specials"
-        );
-    }
+    common::assert_tokenizes(&m, &r["tokenize"]);
     let messages: Vec<Message> = serde_json::from_value(r["chat"]["messages"].clone()).unwrap();
     assert_eq!(
         m.render_chat(&messages, true).unwrap(),

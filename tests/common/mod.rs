@@ -24,6 +24,24 @@ pub fn read_json(path: &std::path::Path) -> Value {
         .expect("valid JSON")
 }
 
+/// Every `{kind: {text, ids, ids_special}}` case of a reference's `tokenize` object encodes to
+/// the recorded ids, without and with special tokens.
+pub fn assert_tokenizes(m: &LoadedModel, cases: &Value) {
+    for (kind, case) in cases.as_object().expect("tokenize cases") {
+        let text = case["text"].as_str().expect("text");
+        assert_eq!(
+            m.tokenizer.encode(text, false).unwrap(),
+            ids(&case["ids"]),
+            "{kind}: {text:?}"
+        );
+        assert_eq!(
+            m.tokenizer.encode(text, true).unwrap(),
+            ids(&case["ids_special"]),
+            "{kind} with specials"
+        );
+    }
+}
+
 /// Runs `logits.ids` one token at a time and returns the largest absolute difference from
 /// `logits.values` (one row of vocabulary logits per position).
 /// The largest |logit − reference| over the recorded positions, on the exact path (f32
