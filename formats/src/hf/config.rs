@@ -688,4 +688,69 @@ mod tests {
         assert_eq!(s.head_dim, 64);
         assert_eq!(s.group_size(), 7);
     }
+
+    /// Gemma 3 in transformers 5 style (`rope_parameters` per layer kind, `layer_types`) and
+    /// in 4 style (`rope_theta`, `rope_local_base_freq`, `sliding_window_pattern`) agree.
+    #[test]
+    fn gemma3_in_either_style() {
+        let common = json!({"model_type": "gemma3_text", "hidden_size": 640,
+            "intermediate_size": 2048, "num_hidden_layers": 6, "num_attention_heads": 4,
+            "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 1000,
+            "query_pre_attn_scalar": 256, "sliding_window": 512});
+        let mut v5 = common.clone();
+        v5["layer_types"] = json!([
+            "sliding_attention",
+            "sliding_attention",
+            "sliding_attention",
+            "sliding_attention",
+            "sliding_attention",
+            "full_attention"
+        ]);
+        v5["rope_parameters"] = json!({
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}});
+        let mut v4 = common.clone();
+        v4["sliding_window_pattern"] = json!(6);
+        v4["rope_theta"] = json!(1e6);
+        v4["rope_local_base_freq"] = json!(1e4);
+        v4["rope_scaling"] = json!({"rope_type": "linear", "factor": 8.0});
+        let (a, b) = (parse(v5).unwrap(), parse(v4).unwrap());
+        assert_eq!(a, b);
+        assert_eq!(a.activation, Activation::GeluTanh);
+        assert!(a.norm_offset && a.sandwich_norms && a.scale_embeddings && a.tie_word_embeddings);
+        assert_eq!(a.rope.scaling, RopeScaling::Linear { factor: 8.0 });
+        let sl = a.sliding.as_ref().unwrap();
+        assert_eq!((sl.window, sl.rope.theta), (512, 1e4));
+        assert_eq!(sl.rope.scaling, RopeScaling::None);
+        assert_eq!(
+            (0..6).map(|i| a.window(i)).collect::<Vec<_>>(),
+            [Some(512), Some(512), Some(512), Some(512), Some(512), None]
+        );
+        assert_eq!(a.attn_scale(), 1.0 / 16.0);
+
+        for (field, value, says) in [
+            (
+                "layer_types",
+                json!(["full_attention"]),
+                "one entry per layer",
+            ),
+            ("sliding_window", json!(0), "window > 0"),
+            ("attn_logit_softcapping", json!(50.0), "not supported"),
+            ("use_bidirectional_attention", json!(true), "not supported"),
+            (
+                "hidden_activation",
+                json!("gelu"),
+                "`gelu` is not supported",
+            ),
+            ("final_logit_softcapping", json!(-1.0), "positive"),
+        ] {
+            let mut v = common.clone();
+            v[field] = value;
+            let e = parse(v).unwrap_err().to_string();
+            assert!(
+                e.starts_with("config.json: ") && e.contains(says),
+                "{field}: {e}"
+            );
+        }
+    }
 }
