@@ -3,7 +3,8 @@
 
 For each file: tokenize a fixed text with llama.cpp, check pocket's tokenizer gives the same
 ids, compute perplexity over the same >= 2,048 tokens in both (windows of 512, every token after
-the first scored), and greedy-generate 32 tokens for three chat prompts from the same prompt
+the first scored; for a model whose texts open with BOS, as Gemma's, each window is BOS and 511
+tokens, all scored, as `pocket eval ppl` cuts them), and greedy-generate 32 tokens for three chat prompts from the same prompt
 ids. Then read the file with gguf-py and compare every tensor's dequantization with pocket's
 (`pocket inspect FILE --dump NAME --to OUT`), bit for bit.
 Usage: check_gguf_llamacpp.py POCKET_BIN TEXT FILE.gguf...
@@ -28,10 +29,12 @@ def pocket_json(bin_, *args):
     return json.loads(out)
 
 
-def llama_ppl(llm, tokens):
+def llama_ppl(llm, tokens, prefix=None):
+    """Windows as pocket's `eval ppl` cuts them: CTX tokens, or a prefix (BOS) and CTX - 1."""
     nll, n = 0.0, 0
-    for s in range(0, len(tokens), CTX):
-        w = tokens[s:s + CTX]
+    step = CTX - (prefix is not None)
+    for s in range(0, len(tokens), step):
+        w = ([prefix] if prefix is not None else []) + tokens[s:s + step]
         if len(w) < 2:
             continue
         llm.reset()
@@ -71,7 +74,7 @@ def main(bin_, text_path, *files):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tf:
             json.dump(toks, tf)
         ours = pocket_json(bin_, "eval", "ppl", f, "--tokens", tf.name, "--ctx", str(CTX), "--json")
-        theirs, n = llama_ppl(llm, toks)
+        theirs, n = llama_ppl(llm, toks, ours.get("bos_prefix"))
         same = 0
         for p in PROMPTS:
             r = pocket_json(bin_, "run", f, *raw, "-p", p, "--temp", "0", "-n", "32", "--json")

@@ -32,9 +32,28 @@ pub struct PplArgs {
     /// Score at most this many tokens of the text
     #[arg(long)]
     pub max_tokens: Option<usize>,
+    /// Open every window with the BOS token (not scored): `auto` does when the model's
+    /// tokenizer puts BOS before a text (Gemma: its perplexity without one is meaningless;
+    /// as lm-evaluation-harness's rolling windows)
+    #[arg(long, value_enum, default_value_t = BosPrefix::Auto)]
+    pub bos: BosPrefix,
     /// Print one JSON object: {ppl, nll_mean, tokens, kld_mean, top1_agree, ...}
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BosPrefix {
+    Auto,
+    Yes,
+    No,
+}
+
+/// The token the tokenizer puts before an encoded text, if any.
+fn bos_of(m: &LoadedModel) -> Result<Option<u32>> {
+    let plain = m.tokenizer.encode("a", false)?;
+    let special = m.tokenizer.encode("a", true)?;
+    Ok((special.len() > plain.len() && special.ends_with(&plain)).then(|| special[0]))
 }
 
 pub fn main(a: PplArgs) -> Result<ExitCode> {
@@ -76,6 +95,20 @@ pub fn main(a: PplArgs) -> Result<ExitCode> {
         }
         (None, None) => bail!("give --text FILE or --tokens FILE"),
     };
+    let prefix =
+        match a.bos {
+            BosPrefix::No => None,
+            BosPrefix::Auto => bos_of(&m)?,
+            BosPrefix::Yes => Some(bos_of(&m)?.or(m.model.spec.bos_token_id).ok_or_else(|| {
+                anyhow::anyhow!("{}: the model has no BOS token", a.model.display())
+            })?),
+        };
+    if let Some(b) = prefix {
+        // The text's own leading BOS becomes the first window's prefix, not a scored token.
+        if tokens.first() == Some(&b) {
+            tokens.remove(0);
+        }
+    }
     if let Some(n) = a.max_tokens {
         tokens.truncate(n);
     }
@@ -100,6 +133,7 @@ pub fn main(a: PplArgs) -> Result<ExitCode> {
         &PplOptions {
             window: ctx,
             chunk: 64,
+            prefix,
         },
         &|done, _| bar.set_position(done as u64),
     )?;
@@ -111,12 +145,17 @@ pub fn main(a: PplArgs) -> Result<ExitCode> {
         v["baseline"] = serde_json::json!(a.baseline);
         v["text"] = serde_json::json!(a.text.as_ref().or(a.tokens.as_ref()));
         v["ctx"] = serde_json::json!(ctx);
+        v["bos_prefix"] = serde_json::json!(prefix);
         v["seconds"] = serde_json::json!(secs);
         println!("{v}");
     } else {
         println!(
-            "perplexity {:.4} (mean NLL {:.5}) over {} tokens in {} windows of {ctx} ({secs:.0} s)",
-            report.ppl, report.nll_mean, report.tokens, report.windows
+            "perplexity {:.4} (mean NLL {:.5}) over {} tokens in {} windows of {ctx}{} ({secs:.0} s)",
+            report.ppl,
+            report.nll_mean,
+            report.tokens,
+            report.windows,
+            if prefix.is_some() { ", each opened with BOS" } else { "" }
         );
         if let (Some(k), Some(t), Some(bp)) =
             (report.kld_mean, report.top1_agree, report.baseline_ppl)

@@ -2,7 +2,10 @@
 //! mean KL divergence KL(baseline ‖ model) and how often their top-1 tokens agree.
 //!
 //! The stream is cut into windows of `window` tokens that do not overlap (each window starts
-//! from an empty context); inside a window every token after the first is scored.
+//! from an empty context); inside a window every token after the first is scored. With a
+//! `prefix` (a BOS token, for models that expect one at the start of every context, as Gemma
+//! does and as lm-evaluation-harness's rolling windows give), each window is the prefix and the
+//! next `window − 1` tokens of the stream, and every stream token is scored.
 
 use crate::{EvalError, LogitModel};
 use serde::Serialize;
@@ -26,6 +29,8 @@ pub struct PplOptions {
     pub window: usize,
     /// Tokens fed per call (bounds the logits held in memory: chunk × vocab floats).
     pub chunk: usize,
+    /// A token opening every window (not scored).
+    pub prefix: Option<u32>,
 }
 
 /// log-softmax of one row, in f64 for a stable KL.
@@ -80,7 +85,11 @@ pub fn perplexity(
     }
     let (mut nll, mut base_nll, mut kld, mut agree, mut scored, mut windows) =
         (0.0f64, 0.0f64, 0.0f64, 0usize, 0usize, 0usize);
-    for window in tokens.chunks(opts.window).filter(|w| w.len() >= 2) {
+    let step = opts.window - usize::from(opts.prefix.is_some());
+    let windows_of = tokens
+        .chunks(step)
+        .map(|w| opts.prefix.iter().chain(w).copied().collect());
+    for window in windows_of.filter(|w: &Vec<u32>| w.len() >= 2) {
         model.reset();
         if let Some(b) = baseline.as_deref_mut() {
             b.reset();
@@ -115,7 +124,7 @@ pub fn perplexity(
             }
             scored += feed.len();
             start = end;
-            progress(scored, tokens.len());
+            progress(scored.min(tokens.len()), tokens.len());
         }
     }
     let n = scored as f64;
@@ -173,6 +182,7 @@ mod tests {
             &PplOptions {
                 window: 10,
                 chunk: 4,
+                prefix: None,
             },
             &|_, _| {},
         )
@@ -202,6 +212,7 @@ mod tests {
             &PplOptions {
                 window: 4,
                 chunk: 2,
+                prefix: None,
             },
             &|_, _| {},
         )
@@ -214,5 +225,33 @@ mod tests {
         let base_nll = -(2.0 * p.ln() + (1.0 - p).ln()) / 3.0;
         assert!((r.baseline_ppl.unwrap() - base_nll.exp()).abs() < 1e-9);
         assert_eq!(m.calls, 2);
+    }
+
+    /// With a prefix, windows are the prefix plus `window − 1` stream tokens, and every stream
+    /// token is scored once (conditioned on the prefix at a window's start).
+    #[test]
+    fn a_prefix_opens_every_window_and_every_token_is_scored() {
+        // p(next) depends on the previous token: after 9 (the prefix), token 0 is certain.
+        let mut table = vec![vec![0.0f32; 10]; 10];
+        table[9] = vec![-1e9; 10];
+        table[9][0] = 0.0;
+        let mut m = Bigram { table, calls: 0 };
+        let toks: Vec<u32> = vec![0, 1, 2, 0, 1, 2, 0];
+        let r = perplexity(
+            &mut m,
+            None,
+            &toks,
+            &PplOptions {
+                window: 4,
+                chunk: 8,
+                prefix: Some(9),
+            },
+            &|_, _| {},
+        )
+        .unwrap();
+        // Windows [9,0,1,2] [9,0,1,2] [9,0]: 7 tokens scored; the three after the prefix cost
+        // nothing, the other four are uniform over 10.
+        assert_eq!((r.tokens, r.windows), (7, 3));
+        assert!((r.nll_mean - 4.0 * 10f64.ln() / 7.0).abs() < 1e-9);
     }
 }
