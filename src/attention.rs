@@ -13,9 +13,11 @@ const MIN_SPAN: usize = 256;
 const MIN_PARALLEL: usize = 64;
 
 /// Query heads `q` (one head after another) over the first `n` cached positions of `kv` (with
-/// a `window`, only the last `window` of them), written to `out`. With `parallel` (decode: one token at a time), a long context is split
-/// into spans of positions per KV head on the worker pool and the spans' running states are
-/// merged; batched prefill already runs one token per task and passes false.
+/// a `window`, only the last `window` of them), written to `out`. With `parallel` (decode: one
+/// token at a time), a long context is split into spans of positions per KV head on the worker
+/// pool and the spans' running states are merged; batched prefill already runs one token per
+/// task and passes false. A ring cache (a sliding-window layer) holds position `p` in slot
+/// `p % slots`: a span of positions is one or two spans of slots.
 pub fn attend(
     s: &ModelSpec,
     q: &[f32],
@@ -37,7 +39,7 @@ pub fn attend(
     if !parallel || threads == 1 || len < MIN_PARALLEL || (kvh == 1 && len < 2 * MIN_SPAN) {
         for h in 0..kvh {
             let mut run = Running::new(g, d);
-            attn::span(isa, group_q(h), d, kv.head(h), start, n, &mut run);
+            fold(isa, group_q(h), d, kv, h, start, n, &mut run);
             run.finish(&mut out[h * g * d..(h + 1) * g * d]);
         }
         return;
@@ -54,15 +56,7 @@ pub fn attend(
     pool.run(parts.len(), &|task| {
         let (h, i) = (task / splits, task % splits);
         let mut run = parts[task].lock().unwrap_or_else(|e| e.into_inner());
-        attn::span(
-            isa,
-            group_q(h),
-            d,
-            kv.head(h),
-            bound(i),
-            bound(i + 1),
-            &mut run,
-        );
+        fold(isa, group_q(h), d, kv, h, bound(i), bound(i + 1), &mut run);
     });
     let parts: Vec<Running> = parts
         .into_iter()
@@ -74,6 +68,33 @@ pub fn attend(
             run.merge(p);
         }
         run.finish(&mut out[h * g * d..(h + 1) * g * d]);
+    }
+}
+
+/// Positions `p0..p1` of KV head `h` folded into `run`, through the ring's slots if it has one
+/// (its length is a whole number of tiles, so a position keeps its place in a tile).
+#[allow(clippy::too_many_arguments)]
+fn fold(
+    isa: crate::kernels::Isa,
+    q: &[f32],
+    d: usize,
+    kv: &LayerKv,
+    h: usize,
+    p0: usize,
+    p1: usize,
+    run: &mut Running,
+) {
+    match kv.ring() {
+        None => attn::span(isa, q, d, kv.head(h), p0, p1, run),
+        Some(slots) => {
+            debug_assert!(p1 - p0 <= slots);
+            let s0 = p0 % slots;
+            let e = s0 + (p1 - p0);
+            attn::span(isa, q, d, kv.head(h), s0, e.min(slots), run);
+            if e > slots {
+                attn::span(isa, q, d, kv.head(h), 0, e - slots, run);
+            }
+        }
     }
 }
 
@@ -112,7 +133,22 @@ mod tests {
                 let q = rng.vec(6 * d, 1.0);
                 for window in [None, Some(1), Some(7), Some(32), Some(600)] {
                     let start = window.map_or(0, |w| n.saturating_sub(w));
-                    for parallel in [false, true] {
+                    // The same positions in a ring cache (a sliding-window layer's), wrapped
+                    // several times over by n = 1000.
+                    let ring = window.map(|w| {
+                        let mut c =
+                            KvCache::new(1, 2, d, n, KvPrecision::F32).with_windows(&[Some(w)]);
+                        for t in 0..n {
+                            let r = t * 2 * d..(t + 1) * 2 * d;
+                            c.push(0, &keys[r.clone()], &values[r]);
+                        }
+                        c
+                    });
+                    for (parallel, cache) in [false, true].into_iter().flat_map(|p| {
+                        [(p, &cache)]
+                            .into_iter()
+                            .chain(ring.iter().map(move |r| (p, r)))
+                    }) {
                         let mut got = vec![0.0; 6 * d];
                         attend(&spec, &q, &cache.layer(0), n, window, &mut got, parallel);
                         for h in 0..6 {

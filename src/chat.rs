@@ -173,8 +173,11 @@ impl<'m> ChatSession<'m> {
             }
         };
         // At least one token must run to get logits for the first answer token.
-        let reused = common_prefix(&self.cached, &ids).min(ids.len() - 1);
-        self.state.cache.truncate(reused);
+        // A sliding-window ring may not go back that far: then the cache starts over.
+        let reused = self
+            .state
+            .cache
+            .truncate(common_prefix(&self.cached, &ids).min(ids.len() - 1));
         self.cached.truncate(reused);
         // A fresh sampler per turn: the same conversation and settings give the same answer,
         // whether it was typed, loaded, or replayed with an empty cache.
@@ -198,7 +201,8 @@ impl<'m> ChatSession<'m> {
             Ok(out) => out,
             Err(e) => {
                 // The cache may hold part of this turn: forget it rather than trust it.
-                self.state.cache.truncate(reused);
+                let kept = self.state.cache.truncate(reused);
+                self.cached.truncate(kept);
                 self.messages = before;
                 self.messages.pop();
                 return Err(e);

@@ -2,6 +2,11 @@
 //! position so far, in f16 (the default: half the memory and bandwidth) or f32 (the exact
 //! reference). Keys are tile-transposed for the attention kernels (see `kernels::attn`):
 //! `[tile][head_dim][16 positions]`; values are one row per position.
+//!
+//! A sliding-window layer (Gemma's local layers) keeps a ring of [`ring_slots`] positions
+//! instead of all of them: position `p` lives in slot `p % slots`. The ring is longer than the
+//! window by a slack, so a batch of up to [`KvCache::batch_limit`] tokens can be pushed before
+//! its tokens attend without overwriting a key one of them still needs.
 
 use crate::kernels::attn::{KvHead, TILE};
 use half::f16;
@@ -34,8 +39,18 @@ impl KvPrecision {
     }
 }
 
+/// Ring slots for a sliding window of `window` positions: the window rounded up to whole key
+/// tiles (so a position and its slot share their place in a tile), plus a slack of up to 256
+/// positions (a prefill batch's worth).
+pub fn ring_slots(window: usize) -> usize {
+    let w = window.next_multiple_of(TILE);
+    w + w.clamp(TILE, 256)
+}
+
 pub struct KvCache {
     layers: Vec<Vec<HeadCache>>,
+    /// Per layer: the ring's slots (a sliding-window layer) and its window, or `None`.
+    rings: Vec<Option<(usize, usize)>>,
     /// Positions pushed to each layer (the last layer's count completes a position).
     layer_len: Vec<usize>,
     head_dim: usize,
@@ -52,9 +67,15 @@ enum HeadCache {
 /// One layer's cache, as the attention kernels read it.
 pub struct LayerKv<'a> {
     heads: &'a [HeadCache],
+    slots: Option<usize>,
 }
 
 impl LayerKv<'_> {
+    /// The ring's length when positions are stored modulo it (a sliding-window layer).
+    pub fn ring(&self) -> Option<usize> {
+        self.slots
+    }
+
     pub fn head(&self, h: usize) -> KvHead<'_> {
         match &self.heads[h] {
             HeadCache::F32 { k, v } => KvHead::F32 { k, v },
@@ -87,12 +108,29 @@ impl KvCache {
             layers: (0..num_layers)
                 .map(|_| (0..kv_heads).map(|_| head()).collect())
                 .collect(),
+            rings: vec![None; num_layers],
             layer_len: vec![0; num_layers],
             head_dim,
             len: 0,
             capacity,
             precision,
         }
+    }
+
+    /// Sliding-window layers (`windows[layer]`) keep only a ring of positions.
+    pub fn with_windows(mut self, windows: &[Option<usize>]) -> KvCache {
+        assert!(self.len == 0 && windows.len() == self.layers.len());
+        self.rings = windows
+            .iter()
+            .map(|w| w.map(|w| (ring_slots(w), w)))
+            .collect();
+        self
+    }
+
+    /// The most tokens `layer` takes in one batch before they attend: a ring keeps every key
+    /// the batch's first token needs only that long.
+    pub fn batch_limit(&self, layer: usize) -> Option<usize> {
+        self.rings[layer].map(|(slots, w)| slots - w + 1)
     }
 
     /// Positions stored (equal in every layer once a step is complete).
@@ -134,27 +172,41 @@ impl KvCache {
     pub fn push(&mut self, layer: usize, k: &[f32], v: &[f32]) {
         let d = self.head_dim;
         let pos = self.layer_len[layer];
-        let (tile, lane) = (pos / TILE * d * TILE, pos % TILE);
+        let slot = match self.rings[layer] {
+            Some((slots, _)) => pos % slots,
+            None => pos,
+        };
+        let (tile, lane) = (slot / TILE * d * TILE, slot % TILE);
         for (h, hc) in self.layers[layer].iter_mut().enumerate() {
             let (kh, vh) = (&k[h * d..(h + 1) * d], &v[h * d..(h + 1) * d]);
             match hc {
                 HeadCache::F32 { k, v } => {
-                    if lane == 0 {
+                    if k.len() < tile + d * TILE {
                         k.resize(tile + d * TILE, 0.0);
                     }
                     for (i, &x) in kh.iter().enumerate() {
                         k[tile + i * TILE + lane] = x;
                     }
-                    v.extend_from_slice(vh);
+                    if v.len() == slot * d {
+                        v.extend_from_slice(vh);
+                    } else {
+                        v[slot * d..(slot + 1) * d].copy_from_slice(vh);
+                    }
                 }
                 HeadCache::F16 { k, v } => {
-                    if lane == 0 {
+                    if k.len() < tile + d * TILE {
                         k.resize(tile + d * TILE, f16::ZERO);
                     }
                     for (i, &x) in kh.iter().enumerate() {
                         k[tile + i * TILE + lane] = f16::from_f32(x);
                     }
-                    v.extend(vh.iter().map(|&x| f16::from_f32(x)));
+                    if v.len() == slot * d {
+                        v.extend(vh.iter().map(|&x| f16::from_f32(x)));
+                    } else {
+                        for (o, &x) in v[slot * d..(slot + 1) * d].iter_mut().zip(vh) {
+                            *o = f16::from_f32(x);
+                        }
+                    }
                 }
             }
         }
@@ -168,33 +220,97 @@ impl KvCache {
     pub fn layer(&self, layer: usize) -> LayerKv<'_> {
         LayerKv {
             heads: &self.layers[layer],
+            slots: self.rings[layer].map(|(slots, _)| slots),
         }
     }
 
-    /// Forgets every position from `n` on (a conversation edited or rolled back).
-    pub fn truncate(&mut self, n: usize) {
+    /// Forgets every position from `n` on (a conversation edited or rolled back) and returns
+    /// the positions kept: `n`, or 0 when a ring has already overwritten keys that position
+    /// `n` would attend (then the cache is cleared and the caller runs the tokens again).
+    pub fn truncate(&mut self, n: usize) -> usize {
         if n >= self.len {
-            return;
+            return self.len;
         }
+        let len = self.len;
+        let keeps = |ring: &Option<(usize, usize)>| match *ring {
+            None => true,
+            Some((slots, w)) => len <= slots || n + 1 + slots >= len + w,
+        };
+        let n = if self.rings.iter().all(keeps) { n } else { 0 };
         let d = self.head_dim;
-        let (kl, vl) = (n.div_ceil(TILE) * TILE * d, n * d);
-        for hc in self.layers.iter_mut().flatten() {
-            match hc {
-                HeadCache::F32 { k, v } => {
-                    k.truncate(kl);
-                    v.truncate(vl);
-                }
-                HeadCache::F16 { k, v } => {
-                    k.truncate(kl);
-                    v.truncate(vl);
+        for (ring, heads) in self.rings.iter().zip(self.layers.iter_mut()) {
+            // A ring that has wrapped keeps its slots; later pushes overwrite them in order.
+            let kept = match *ring {
+                Some((slots, _)) if len > slots && n > 0 => continue,
+                _ => n,
+            };
+            let (kl, vl) = (kept.div_ceil(TILE) * TILE * d, kept * d);
+            for hc in heads.iter_mut() {
+                match hc {
+                    HeadCache::F32 { k, v } => {
+                        k.truncate(kl);
+                        v.truncate(vl);
+                    }
+                    HeadCache::F16 { k, v } => {
+                        k.truncate(kl);
+                        v.truncate(vl);
+                    }
                 }
             }
         }
         self.layer_len.iter_mut().for_each(|l| *l = n);
         self.len = n;
+        n
     }
 
     pub fn clear(&mut self) {
         self.truncate(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring holds the last positions in slots modulo its length; truncation keeps what the
+    /// next position's window still needs, or clears the cache when that is gone.
+    #[test]
+    fn a_ring_keeps_the_window_and_truncation_says_what_it_kept() {
+        let (d, w) = (2, 8);
+        let slots = ring_slots(w);
+        assert_eq!((slots, slots % TILE), (32, 0));
+        let mk = || KvCache::new(2, 1, d, 1000, KvPrecision::F32).with_windows(&[Some(w), None]);
+        let fill = |c: &mut KvCache, from: usize, to: usize| {
+            for p in from..to {
+                let x = [p as f32, -(p as f32)];
+                c.push(0, &x, &x);
+                c.push(1, &x, &x);
+            }
+        };
+        let value = |c: &KvCache, layer: usize, slot: usize| match c.layer(layer).head(0) {
+            KvHead::F32 { v, .. } => v[slot * d],
+            KvHead::F16 { .. } => unreachable!(),
+        };
+        let mut c = mk();
+        fill(&mut c, 0, 100);
+        assert_eq!(c.batch_limit(0), Some(slots - w + 1));
+        assert_eq!(c.batch_limit(1), None);
+        for p in 100 - slots..100 {
+            assert_eq!(value(&c, 0, p % slots), p as f32);
+        }
+        assert_eq!(value(&c, 1, 37), 37.0);
+        // Back to 90: positions 83..89 are still in the ring; the pushes overwrite in order.
+        assert_eq!(c.truncate(90), 90);
+        fill(&mut c, 90, 95);
+        for p in 95 - w..95 {
+            assert_eq!(value(&c, 0, p % slots), p as f32);
+        }
+        // Back to 10 of 95: the ring lost positions 3..9, so everything goes.
+        assert_eq!(c.truncate(10), 0);
+        assert!(c.is_empty() && c.bytes() == 0);
+        // Before it wraps, a ring truncates like the others.
+        let mut c = mk();
+        fill(&mut c, 0, 20);
+        assert_eq!(c.truncate(3), 3);
     }
 }

@@ -256,7 +256,8 @@ impl Model {
     pub fn new_state_kv(&self, context: usize, precision: KvPrecision) -> State {
         let s = &self.spec;
         State {
-            cache: KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context, precision),
+            cache: KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context, precision)
+                .with_windows(&self.layers.iter().map(|l| l.window).collect::<Vec<_>>()),
             x: vec![0.0; s.hidden_size],
             xn: vec![0.0; s.hidden_size],
             q: vec![0.0; s.num_heads * s.head_dim],
@@ -370,26 +371,35 @@ impl Model {
             let [mut q, mut k, v] = layer.qkv_batch(&xn, n);
             let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
             self.rotate_rows(layer, &mut q, &mut k, |t| pos + t);
-            for t in 0..n {
-                state.cache.push(
-                    li,
-                    &k[t * kv_row..(t + 1) * kv_row],
-                    &v[t * kv_row..(t + 1) * kv_row],
-                );
-            }
             let mut attn = vec![0.0f32; n * q_row];
-            let kv = state.cache.layer(li);
-            attn.par_chunks_mut(q_row).enumerate().for_each(|(t, out)| {
-                attend(
-                    s,
-                    &q[t * q_row..(t + 1) * q_row],
-                    &kv,
-                    pos + t + 1,
-                    layer.window,
-                    out,
-                    false,
-                )
-            });
+            // A ring (sliding-window layer) takes the batch in parts it can hold.
+            let part = state.cache.batch_limit(li).unwrap_or(n).max(1);
+            for t0 in (0..n).step_by(part) {
+                let t1 = (t0 + part).min(n);
+                for t in t0..t1 {
+                    state.cache.push(
+                        li,
+                        &k[t * kv_row..(t + 1) * kv_row],
+                        &v[t * kv_row..(t + 1) * kv_row],
+                    );
+                }
+                let kv = state.cache.layer(li);
+                attn[t0 * q_row..t1 * q_row]
+                    .par_chunks_mut(q_row)
+                    .enumerate()
+                    .for_each(|(i, out)| {
+                        let t = t0 + i;
+                        attend(
+                            s,
+                            &q[t * q_row..(t + 1) * q_row],
+                            &kv,
+                            pos + t + 1,
+                            layer.window,
+                            out,
+                            false,
+                        )
+                    });
+            }
             see(li, Site::AttnOut, &attn);
             let mut o = layer.o_proj.forward_batch(&attn, n);
             norm_rows_in_place(&mut o, layer.attn_out_norm.as_deref(), eps);

