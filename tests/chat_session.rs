@@ -282,3 +282,39 @@ fn restore_rejects_unknown_roles_and_takes_a_leading_system_message() {
         assert!(json["settings"].get(key).is_some(), "{key} missing: {json}");
     }
 }
+
+/// Gemma's sliding-window layers keep a ring of 32 slots for the tiny fixture's window of 8:
+/// a next turn reuses the cache past the ring's wrap; an edit further back than the ring holds
+/// starts the cache over. Both give the answers of a fresh session.
+#[test]
+fn a_sliding_window_ring_is_reused_when_it_can_be_and_rebuilt_when_not() {
+    let m = fixture("gemma3-tiny");
+    let mut chat = ChatSession::new(&m, 256, greedy(12));
+    let first = turn(
+        &mut chat,
+        "Write a poem about the sea, the sky and the wind.",
+    );
+    assert!(first.context_used > 40, "past the ring: {first:?}");
+    let second = turn(&mut chat, "And a dog?");
+    assert!(second.reused > 40, "reused past the wrap: {second:?}");
+    let fresh_answer = |chat: &ChatSession, user: &str| {
+        let mut fresh = ChatSession::new(&m, 256, greedy(12));
+        let n = chat.messages().len();
+        fresh
+            .restore(Transcript {
+                system: chat.system().map(str::to_string),
+                messages: chat.messages()[..n - 2].to_vec(),
+                settings: chat.settings.clone(),
+            })
+            .unwrap();
+        let t = turn(&mut fresh, user);
+        assert_eq!(t.reused, 0);
+        t.generation.tokens
+    };
+    assert_eq!(fresh_answer(&chat, "And a dog?"), second.generation.tokens);
+    // A new system prompt changes the first turn: the ring no longer holds that far back.
+    chat.set_system(Some("Be terse.".into()));
+    let third = turn(&mut chat, "Hi");
+    assert_eq!(third.reused, 0, "{third:?}");
+    assert_eq!(fresh_answer(&chat, "Hi"), third.generation.tokens);
+}
