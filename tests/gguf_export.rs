@@ -184,3 +184,97 @@ fn pocket_q4_carries_into_q4_0_and_q4_1_unchanged() {
         );
     }
 }
+
+/// Gemma 3 to GGUF: the norms stored as llama.cpp's converter stores them (1 + w), the window
+/// and the SentencePiece-free byte-level vocabulary of the tiny fixture read back to the same
+/// logits as the checkpoint. The fixture itself uses what llama.cpp's gemma3 fixes in its
+/// source otherwise (query_pre_attn_scalar ≠ head_dim, a global layer that is not every sixth,
+/// soft-capping), so it is refused with the reason; a copy with llama.cpp's settings exports.
+/// (llama.cpp itself runs the real model's exports: scripts/check-gguf-llamacpp.sh.)
+#[test]
+fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/tiny/gemma3-tiny");
+    let out = tmp.path().join("refused.gguf");
+    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["export", src.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--format", "gguf", "--quant", "f32"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("llama.cpp's gemma3 cannot hold"),
+        "{err}"
+    );
+    assert!(!out.exists());
+
+    let copy = tmp.path().join("gemma3-std");
+    std::fs::create_dir(&copy).unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
+    }
+    let cfg_path = copy.join("config.json");
+    let mut cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["layer_types"] = serde_json::json!(vec!["sliding_attention"; 4]);
+    cfg["query_pre_attn_scalar"] = serde_json::json!(32);
+    cfg["final_logit_softcapping"] = Value::Null;
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let out = tmp.path().join("gemma3.gguf");
+    pocket(&[
+        "export",
+        copy.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--format",
+        "gguf",
+        "--quant",
+        "f32",
+        "--json",
+    ]);
+    let g = GgufFile::open(&out).unwrap();
+    assert_eq!(g.architecture(), Some("gemma3"));
+    assert!(g.get("gemma3.attention.sliding_window").is_some());
+    assert!(g.get("gemma3.attention.key_length").is_some());
+    // A norm weight w is stored as 1 + w.
+    let hf = LoadedModel::open(&copy).unwrap();
+    let w = match &hf.file {
+        ModelFile::Hf(h) => h
+            .tensor("model.layers.0.post_attention_layernorm.weight")
+            .unwrap()
+            .to_f32_vec()
+            .unwrap(),
+        _ => unreachable!(),
+    };
+    let t = g.tensor("blk.0.post_attention_norm.weight").unwrap();
+    let mut stored = vec![0.0f32; w.len()];
+    pocket_formats::gguf::ggml::dequantize(t.ty, t.data.as_slice(), &mut stored);
+    for (s, w) in stored.iter().zip(&w) {
+        assert_eq!(*s, 1.0 + w);
+    }
+    // Both read back to the same logits at every position of the reference sequence.
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(copy.join("reference.json")).unwrap())
+            .unwrap();
+    let gguf = LoadedModel::open(&out).unwrap();
+    let tokens = common::ids(&r["logits"]["ids"]);
+    let (mut a, mut b) = (hf.model.new_state(64), gguf.model.new_state(64));
+    let mut worst = 0.0f32;
+    for &t in &tokens {
+        let x = hf.model.step(&mut a, t, true).unwrap().unwrap().to_vec();
+        let y = gguf.model.step(&mut b, t, true).unwrap().unwrap();
+        worst = x
+            .iter()
+            .zip(y)
+            .fold(worst, |m, (p, q)| m.max((p - q).abs()));
+    }
+    assert!(worst < 1e-5, "max logit difference {worst}");
+    for case in r["tokenize"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(
+            gguf.tokenizer.encode(text, false).unwrap(),
+            common::ids(&case["ids"])
+        );
+    }
+}

@@ -168,3 +168,36 @@ fn gemma3_gguf_tokenizer_equals_transformers() {
         );
     }
 }
+
+/// `pocket export --format gguf` writes Gemma's vocabulary as SentencePiece (what llama.cpp
+/// loads: scripts/check-gguf-llamacpp.sh runs those files), and reading it back gives
+/// transformers' ids again.
+#[test]
+#[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
+fn gemma3_gguf_export_keeps_the_tokenizer() {
+    let dir = std::env::var_os("POCKET_GEMMA3")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root().join("models/gemma3-270m"));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("gemma3-q8_0.gguf");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["export", dir.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--format", "gguf", "--quant", "q8_0"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let g = pocket_formats::gguf::GgufFile::open(&out).unwrap();
+    assert_eq!(
+        g.get("tokenizer.ggml.model").and_then(|v| v.as_str()),
+        Some("llama")
+    );
+    let m = LoadedModel::open(&out).unwrap();
+    let r = common::read_json(&root().join("fixtures/gemma3-reference.json"));
+    common::assert_tokenizes(&m, &r["tokenize"]);
+    let text = std::fs::read_to_string(root().join("src/calibration.txt")).unwrap();
+    let want = ids(&r["long"]["ids"]);
+    assert_eq!(
+        &m.tokenizer.encode(&text, true).unwrap()[..want.len()],
+        &want[..]
+    );
+}

@@ -37,6 +37,30 @@ pub struct GgufReport {
     pub tensors: Vec<GgufTensorReport>,
 }
 
+/// What llama.cpp's gemma3 fixes in its source rather than reading from the file: every sixth
+/// layer global, the local RoPE base 10,000, the softmax scale 1/sqrt(head_dim) (all sizes
+/// but 27B), no logit soft-capping.
+fn gemma_fits_llamacpp(spec: &ModelSpec) -> Result<(), String> {
+    let sl = spec.sliding.as_ref().ok_or("no sliding-window layers")?;
+    let pattern: Vec<bool> = (0..spec.num_layers).map(|i| (i + 1) % 6 != 0).collect();
+    if sl.layers != pattern {
+        return Err("its global layers are not every sixth".into());
+    }
+    if sl.rope.theta != 10000.0 || sl.rope.scaling != RopeScaling::None {
+        return Err(format!(
+            "local RoPE base {} (10000 expected)",
+            sl.rope.theta
+        ));
+    }
+    if (spec.attn_scale() - 1.0 / (spec.head_dim as f32).sqrt()).abs() > 1e-7 {
+        return Err("query_pre_attn_scalar is not head_dim".into());
+    }
+    if spec.final_logit_softcap.is_some() {
+        return Err("logit soft-capping".into());
+    }
+    Ok(())
+}
+
 /// llama.cpp's `general.file_type` for a uniform export type.
 fn file_type(t: GgmlType) -> u32 {
     match t {
@@ -105,7 +129,13 @@ fn tokenizer_metadata(
             "GGUF export supports byte-level BPE tokenizers only".into(),
         ));
     }
-    let pre = pre_name(&tj["pre_tokenizer"]).ok_or_else(|| {
+    // Gemma's: BPE with byte fallback over "▁"-spelled spaces, SentencePiece in GGUF terms.
+    let spm = spec.family == Family::Gemma3 && model["byte_fallback"] == true;
+    let pre = match spm {
+        true => Some("default"),
+        false => pre_name(&tj["pre_tokenizer"]),
+    }
+    .ok_or_else(|| {
         invalid(
             path,
             "the tokenizer's pre-tokenizer has no known tokenizer.ggml.pre name".into(),
@@ -134,7 +164,30 @@ fn tokenizer_metadata(
             }
         }
     }
+    if spm {
+        for (i, t) in tokens.iter_mut().enumerate() {
+            let Some(t) = t else { continue };
+            if t.len() > "▁".len() && t.chars().all(|c| c == '▁') {
+                // Runs of spaces: stored as spaces and matched whole, as Gemma's own file does
+                // (the reader respells them).
+                *t = " ".repeat(t.chars().count());
+                types[i] = 4;
+            } else if t.len() == 6 && t.starts_with("<0x") && t.ends_with('>') && types[i] == 1 {
+                types[i] = 6;
+            }
+        }
+        if let Some(u) = model["unk_token"].as_str().and_then(|u| vocab.get(u)) {
+            if let Some(ty) = u.as_u64().and_then(|i| types.get_mut(i as usize)) {
+                *ty = 2;
+            }
+            md.push((
+                "tokenizer.ggml.unknown_token_id".into(),
+                V::U32(u.as_u64().unwrap_or(0) as u32),
+            ));
+        }
+    }
     // Ids the tokenizer does not define (a vocabulary padded for alignment) are "unused".
+    let n_tokens = tokens.len();
     let tokens: Vec<V> = tokens
         .into_iter()
         .enumerate()
@@ -159,14 +212,24 @@ fn tokenizer_metadata(
             _ => None,
         })
         .collect();
-    md.push(("tokenizer.ggml.model".into(), V::Str("gpt2".into())));
+    let kind = if spm { "llama" } else { "gpt2" };
+    md.push(("tokenizer.ggml.model".into(), V::Str(kind.into())));
     md.push(("tokenizer.ggml.pre".into(), V::Str(pre.into())));
     md.push(("tokenizer.ggml.tokens".into(), V::Array(tokens)));
+    if spm {
+        // SentencePiece merges by score: the earlier a token is in the file, the earlier it
+        // is built (the order the reader rebuilds the merges in).
+        let scores = (0..n_tokens).map(|i| V::F32(-(i as f32))).collect();
+        md.push(("tokenizer.ggml.scores".into(), V::Array(scores)));
+        md.push(("tokenizer.ggml.add_space_prefix".into(), V::Bool(false)));
+    }
     md.push((
         "tokenizer.ggml.token_type".into(),
         V::Array(types.into_iter().map(V::I32).collect()),
     ));
-    md.push(("tokenizer.ggml.merges".into(), V::Array(merges)));
+    if !spm {
+        md.push(("tokenizer.ggml.merges".into(), V::Array(merges)));
+    }
     let meta = source.tokenizer_meta()?;
     let id_of = |t: &Option<String>| {
         t.as_ref().and_then(|t| {
@@ -327,13 +390,15 @@ pub fn write_gguf(
 ) -> Result<GgufReport, FormatError> {
     let spec = source.spec().clone();
     if spec.family == Family::Gemma3 {
-        return Err(FormatError::Invalid {
+        gemma_fits_llamacpp(&spec).map_err(|reason| FormatError::Invalid {
             path: source.path().to_path_buf(),
-            reason: "Gemma 3 models are not supported by the GGUF export yet (llama, qwen2, qwen3)"
-                .into(),
-        });
+            reason: format!("llama.cpp's gemma3 cannot hold this model: {reason}"),
+        })?;
     }
-    let arch = spec.family.as_str();
+    let arch = match spec.family {
+        Family::Gemma3 => "gemma3",
+        f => f.as_str(),
+    };
     let a = |k: &str| format!("{arch}.{k}");
     let mut md: Vec<(String, V)> = vec![
         ("general.architecture".into(), V::Str(arch.into())),
@@ -369,9 +434,14 @@ pub fn write_gguf(
             V::F32(spec.rms_norm_eps as f32),
         ),
     ];
-    if spec.family == Family::Qwen3 || spec.head_dim * spec.num_heads != spec.hidden_size {
+    if matches!(spec.family, Family::Qwen3 | Family::Gemma3)
+        || spec.head_dim * spec.num_heads != spec.hidden_size
+    {
         md.push((a("attention.key_length"), V::U32(spec.head_dim as u32)));
         md.push((a("attention.value_length"), V::U32(spec.head_dim as u32)));
+    }
+    if let Some(sl) = &spec.sliding {
+        md.push((a("attention.sliding_window"), V::U32(sl.window as u32)));
     }
     if let RopeScaling::Linear { factor } = spec.rope.scaling {
         md.push((a("rope.scaling.type"), V::Str("linear".into())));
@@ -461,9 +531,12 @@ pub fn write_gguf(
         }
         // Decoded for the check where the source allows it (a .pocket's 4-bit blocks cannot be
         // read as f32; they were checked when that file was written).
-        let values = source.read_f32(&t.name);
-        if let Ok(v) = &values {
+        let mut values = source.read_f32(&t.name);
+        if let Ok(v) = &mut values {
             crate::finite::check(source, &t.name, v, allow_nonfinite)?;
+            // Gemma's norms as llama.cpp stores them: 1 + w.
+            let shift = super::model::norm_shift(spec.family, &t.name);
+            v.iter_mut().for_each(|x| *x -= shift);
         }
         let carried = match (t.stored, source.raw_bytes(&t.name)) {
             (Some(from), Some(bytes)) => carry_q4(&bytes, *rows, *cols, from, *ty, &order),
