@@ -100,7 +100,12 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
         }
     }
     let merges: Vec<Value> = if spm {
-        spm_merges(&tokens)
+        spm_merges(&tokens).ok_or_else(|| {
+            invalid(
+                "tokenizer.ggml.tokens",
+                format!("tokens too long to rebuild merges from (more than {MERGE_WORK} bytes of splits)"),
+            )
+        })?
     } else {
         strings(f, "tokenizer.ggml.merges")?
             .into_iter()
@@ -189,7 +194,17 @@ pub fn tokenizer_json(f: &GgufFile) -> Result<String, FormatError> {
 /// token into two tokens, best first. As transformers rebuilds Gemma's: a token's place in the
 /// file ranks its merges (Gemma's scores do not follow the merge order), then the longer left
 /// piece, then the longer right piece.
-fn spm_merges(tokens: &[String]) -> Vec<Value> {
+/// The most bytes of token splits [`spm_merges`] hashes (Gemma 3's vocabulary takes about 30
+/// million); a file asking for more is refused rather than left to run for hours.
+const MERGE_WORK: usize = 1 << 30;
+
+fn spm_merges(tokens: &[String]) -> Option<Vec<Value>> {
+    let work = tokens.iter().try_fold(0usize, |w, t| {
+        w.checked_add(t.chars().count().checked_mul(t.len())?)
+    })?;
+    if work > MERGE_WORK {
+        return None;
+    }
     let index: std::collections::HashMap<&str, usize> = tokens
         .iter()
         .enumerate()
@@ -209,10 +224,39 @@ fn spm_merges(tokens: &[String]) -> Vec<Value> {
         }
     }
     merges.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
-    merges
-        .into_iter()
-        .map(|(_, _, _, l, r)| json!([l, r]))
-        .collect()
+    Some(
+        merges
+            .into_iter()
+            .map(|(_, _, _, l, r)| json!([l, r]))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Merges rank by the merged token's place in the file, then the longer left piece; runs
+    /// of tokens too long to split in reasonable time are refused.
+    #[test]
+    fn spm_merges_follow_the_file_order_and_refuse_huge_tokens() {
+        let toks: Vec<String> = ["a", "b", "c", "abc", "ab", "bc"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let m = spm_merges(&toks).unwrap();
+        assert_eq!(
+            m,
+            vec![
+                json!(["ab", "c"]),
+                json!(["a", "bc"]),
+                json!(["a", "b"]),
+                json!(["b", "c"])
+            ]
+        );
+        let huge = vec!["x".repeat(40_000)];
+        assert!(spm_merges(&huge).is_none());
+    }
 }
 
 /// The text of a special token id (`tokenizer.ggml.bos_token_id` etc.).
