@@ -22,6 +22,7 @@ pub mod ops;
 pub mod rope;
 pub mod sampler;
 pub mod tokenizer;
+pub mod tokenizer_fast;
 pub mod weights;
 
 pub use error::Error;

@@ -11,23 +11,23 @@ pub struct TextTokenizer {
 
 impl TextTokenizer {
     pub fn from_file(path: &Path) -> Result<TextTokenizer, Error> {
-        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| Error::Tokenizer {
+        let bytes = std::fs::read(path).map_err(|e| Error::Tokenizer {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        Ok(TextTokenizer {
-            inner,
-            path: path.to_path_buf(),
-        })
+        TextTokenizer::from_bytes(&bytes, path)
     }
 
     /// A tokenizer from `tokenizer.json` bytes (e.g. a blob inside a `.pocket`); `origin` names
     /// it in errors.
     pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<TextTokenizer, Error> {
-        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer {
-            path: origin.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let inner = match crate::tokenizer_fast::bpe_tokenizer(bytes) {
+            Some(t) => t,
+            None => tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| Error::Tokenizer {
+                path: origin.to_path_buf(),
+                reason: e.to_string(),
+            })?,
+        };
         Ok(TextTokenizer {
             inner,
             path: origin.to_path_buf(),
