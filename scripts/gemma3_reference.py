@@ -17,7 +17,7 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hf_reference import TEXTS  # the same tokenizer texts as SmolLM2's reference
+from hf_reference import TEXTS, greedy_case  # SmolLM2's reference texts and greedy runs
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,",
            "Water boils at a temperature of"]
@@ -31,13 +31,7 @@ def main(model_dir, text_file, out_path):
     ref = {"model_dir": model_dir, "parameters": sum(p.numel() for p in model.parameters()),
            "greedy": [], "tokenize": {}}
     for p in PROMPTS:
-        ids = tok.encode(p, add_special_tokens=True)
-        with torch.no_grad():
-            out = model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)
-        gen = out[0, len(ids):].tolist()
-        ref["greedy"].append({"prompt": p, "prompt_ids": ids, "generated_ids": gen,
-                              "text": tok.decode(gen, skip_special_tokens=True)})
-        print(repr(p), "->", repr(ref["greedy"][-1]["text"]), file=sys.stderr)
+        ref["greedy"].append(greedy_case(tok, model, p, tok.encode(p, add_special_tokens=True)))
     with open(text_file, encoding="utf-8") as f:
         ids = tok.encode(f.read(), add_special_tokens=True)[:LONG]
     with torch.no_grad():

@@ -34,6 +34,17 @@ CHAT = [{"role": "system", "content": "You are a terse assistant."},
         {"role": "user", "content": "What is 2+2?"}]
 
 
+def greedy_case(tok, model, prompt, ids, n=32):
+    """The prompt's ids and its first `n` greedy tokens, with their text."""
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False)
+    gen = out[0, len(ids):].tolist()
+    case = {"prompt": prompt, "prompt_ids": ids, "generated_ids": gen,
+            "text": tok.decode(gen, skip_special_tokens=True)}
+    print(repr(prompt), "->", repr(case["text"]), file=sys.stderr)
+    return case
+
+
 def main(model_dir, out_path):
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
@@ -45,12 +56,7 @@ def main(model_dir, out_path):
         ids = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False)
         if not isinstance(ids, list):
             ids = ids["input_ids"]
-        with torch.no_grad():
-            out = model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)
-        gen = out[0, len(ids):].tolist()
-        ref["greedy"].append({"prompt": p, "prompt_ids": ids, "generated_ids": gen,
-                              "text": tok.decode(gen, skip_special_tokens=True)})
-        print(repr(p), "->", repr(ref["greedy"][-1]["text"]), file=sys.stderr)
+        ref["greedy"].append(greedy_case(tok, model, p, ids))
     for k, t in TEXTS.items():
         ref["tokenize"][k] = {"text": t, "ids": tok.encode(t, add_special_tokens=False),
                               "ids_special": tok.encode(t, add_special_tokens=True)}

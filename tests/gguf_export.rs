@@ -25,23 +25,21 @@ fn pocket(args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
 }
 
+/// `pocket export SRC -o OUT --format gguf --quant f32`.
+fn export_f32(src: &std::path::Path, out: &std::path::Path) {
+    let (src, out) = (src.to_str().unwrap(), out.to_str().unwrap());
+    pocket(&[
+        "export", src, "-o", out, "--format", "gguf", "--quant", "f32", "--json",
+    ]);
+}
+
 #[test]
 fn f32_export_of_each_family_matches_transformers() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["llama-tiny", "qwen2-tiny", "qwen3-tiny"] {
         let src = root().join("fixtures/tiny").join(name);
         let out = tmp.path().join(format!("{name}.gguf"));
-        pocket(&[
-            "export",
-            src.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--format",
-            "gguf",
-            "--quant",
-            "f32",
-            "--json",
-        ]);
+        export_f32(&src, &out);
         let g = GgufFile::open(&out).unwrap();
         let arch = &name[..name.find('-').unwrap()];
         assert_eq!(g.architecture(), Some(arch));
@@ -222,17 +220,7 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
     cfg["final_logit_softcapping"] = Value::Null;
     std::fs::write(&cfg_path, cfg.to_string()).unwrap();
     let out = tmp.path().join("gemma3.gguf");
-    pocket(&[
-        "export",
-        copy.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--format",
-        "gguf",
-        "--quant",
-        "f32",
-        "--json",
-    ]);
+    export_f32(&copy, &out);
     let g = GgufFile::open(&out).unwrap();
     assert_eq!(g.architecture(), Some("gemma3"));
     assert!(g.get("gemma3.attention.sliding_window").is_some());
