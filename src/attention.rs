@@ -87,7 +87,9 @@ fn fold(
     match kv.ring() {
         None => attn::span(isa, q, d, kv.head(h), p0, p1, run),
         Some(slots) => {
-            debug_assert!(p1 - p0 <= slots);
+            // A window never exceeds its ring (`ring_slots`); anything longer would read
+            // overwritten slots.
+            assert!(p1 - p0 <= slots, "{} positions over a ring of {slots}", p1 - p0);
             let s0 = p0 % slots;
             let e = s0 + (p1 - p0);
             attn::span(isa, q, d, kv.head(h), s0, e.min(slots), run);
