@@ -89,7 +89,11 @@ fn fold(
         Some(slots) => {
             // A window never exceeds its ring (`ring_slots`); anything longer would read
             // overwritten slots.
-            assert!(p1 - p0 <= slots, "{} positions over a ring of {slots}", p1 - p0);
+            assert!(
+                p1 - p0 <= slots,
+                "{} positions over a ring of {slots}",
+                p1 - p0
+            );
             let s0 = p0 % slots;
             let e = s0 + (p1 - p0);
             attn::span(isa, q, d, kv.head(h), s0, e.min(slots), run);
