@@ -155,7 +155,6 @@ impl Model {
     /// Builds the model over memory-mapped tensors (no weight matrix is copied).
     pub fn load(spec: &ModelSpec, src: &dyn WeightSource) -> Result<Model, Error> {
         spec.check_limits().map_err(Error::Invalid)?;
-        keep_large_buffers_on_the_heap();
         let s = spec;
         let (h, q_dim, kv_dim) = (
             s.hidden_size,
@@ -255,6 +254,9 @@ impl Model {
 
     /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).
     pub fn new_state_kv(&self, context: usize, precision: KvPrecision) -> State {
+        // Here rather than at load: what loading freed (the tokenizer's buffers) goes back to
+        // the system first.
+        keep_large_buffers_on_the_heap();
         let s = &self.spec;
         State {
             cache: KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context, precision)

@@ -3,7 +3,7 @@
 //! The crate deserializes a BPE's merges through an untagged enum, which buffers the whole
 //! list as generic values first: with Gemma's 514,906 merges that is most of a second and a
 //! few hundred MB at peak. Here the vocabulary and merges are read straight into typed maps
-//! (strings borrowed from the JSON where they have no escapes) and handed to the crate's own
+//! (one owned string each, as the builder takes them) and handed to the crate's own
 //! `BpeBuilder`; every other part (normalizer, pre-tokenizer, post-processor, decoder, added
 //! tokens) still goes through the crate's deserializers, in the order its own loader uses.
 //! Anything this does not recognise returns `None`, and the caller takes the crate's path.
@@ -11,15 +11,13 @@
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use tokenizers::models::bpe::BPE;
 use tokenizers::{AddedToken, Tokenizer};
 
 #[derive(Deserialize)]
 struct Doc<'a> {
-    #[serde(borrow)]
-    model: Model<'a>,
+    model: Model,
     #[serde(borrow, default)]
     added_tokens: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -39,9 +37,9 @@ struct Doc<'a> {
 /// A BPE model's fields as `tokenizer.json` spells them; any other field refuses the fast path.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Model<'a> {
+struct Model {
     #[serde(rename = "type")]
-    kind: Cow<'a, str>,
+    kind: String,
     #[serde(default)]
     dropout: Option<f32>,
     #[serde(default)]
@@ -56,66 +54,39 @@ struct Model<'a> {
     byte_fallback: bool,
     #[serde(default)]
     ignore_merges: bool,
-    #[serde(borrow)]
-    vocab: HashMap<Cow<'a, str>, u32>,
-    #[serde(borrow)]
-    merges: Vec<Merge<'a>>,
+    vocab: HashMap<String, u32>,
+    merges: Vec<Merge>,
 }
 
 /// One merge: `["a", "b"]`, or the older `"a b"` (then exactly one space, as the crate reads it).
-struct Merge<'a>(Option<(Cow<'a, str>, Cow<'a, str>)>);
+struct Merge(Option<(String, String)>);
 
-impl<'de: 'a, 'a> Deserialize<'de> for Merge<'a> {
+impl<'de> Deserialize<'de> for Merge {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Merge<'de>;
+            type Value = Merge;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a merge: [left, right] or \"left right\"")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Merge<'de>, A::Error> {
-                let a: Option<Cow<'de, str>> = s.next_element::<BorrowedOrOwned>()?.map(|x| x.0);
-                let b: Option<Cow<'de, str>> = s.next_element::<BorrowedOrOwned>()?.map(|x| x.0);
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Merge, A::Error> {
+                let a = s.next_element::<String>()?;
+                let b = s.next_element::<String>()?;
                 let extra = s.next_element::<serde::de::IgnoredAny>()?.is_some();
                 Ok(Merge(match (a, b, extra) {
                     (Some(a), Some(b), false) => Some((a, b)),
                     _ => None,
                 }))
             }
-            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Merge<'de>, E> {
-                Ok(Merge(
-                    split(v).map(|(a, b)| (Cow::Borrowed(a), Cow::Borrowed(b))),
-                ))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Merge<'de>, E> {
-                Ok(Merge(split(v).map(|(a, b)| {
-                    (Cow::Owned(a.to_string()), Cow::Owned(b.to_string()))
-                })))
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Merge, E> {
+                let mut parts = v.split(' ');
+                Ok(Merge(match (parts.next(), parts.next(), parts.next()) {
+                    (Some(a), Some(b), None) => Some((a.to_string(), b.to_string())),
+                    _ => None,
+                }))
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-fn split(v: &str) -> Option<(&str, &str)> {
-    let mut parts = v.split(' ');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(a), Some(b), None) => Some((a, b)),
-        _ => None,
-    }
-}
-
-/// A string borrowed from the input when it has no escapes.
-struct BorrowedOrOwned<'a>(Cow<'a, str>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for BorrowedOrOwned<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(BorrowedOrOwned(Cow::<'de, str>::deserialize(d).map(
-            |c| match c {
-                Cow::Borrowed(b) => Cow::Borrowed(b),
-                Cow::Owned(o) => Cow::Owned(o),
-            },
-        )?))
     }
 }
 
@@ -127,16 +98,12 @@ pub fn bpe_tokenizer(json: &[u8]) -> Option<Tokenizer> {
     if m.kind != "BPE" {
         return None;
     }
-    let mut merges = Vec::with_capacity(m.merges.len());
-    for Merge(pair) in m.merges {
-        let (a, b) = pair?;
-        merges.push((a.into_owned(), b.into_owned()));
-    }
-    let vocab: ahash::AHashMap<String, u32> = m
-        .vocab
+    let merges: Vec<(String, String)> = m
+        .merges
         .into_iter()
-        .map(|(k, v)| (k.into_owned(), v))
-        .collect();
+        .map(|Merge(p)| p)
+        .collect::<Option<_>>()?;
+    let vocab: ahash::AHashMap<String, u32> = m.vocab.into_iter().collect();
     let mut b = BPE::builder()
         .vocab_and_merges(vocab, merges)
         .fuse_unk(m.fuse_unk)
