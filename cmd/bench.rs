@@ -25,12 +25,13 @@ pool (for comparison).
 
 Examples:
   pocket bench model.pocket
-  pocket bench model.pocket -p 512 -n 128 --depth 4096 -t 2 --reps 5 --json")]
+  pocket bench model.pocket --pp 512 -n 128 --depth 4096 -t 2 --reps 5 --json")]
 pub struct BenchArgs {
     /// Model: an HF checkpoint directory, a .pocket or a GGUF file
     pub model: PathBuf,
-    /// Prompt tokens for the prompt-processing test (0: skip)
-    #[arg(short = 'p', long, default_value_t = 512)]
+    /// Prompt tokens for the prompt-processing test (0: skip). A count, not a text: `-p` is
+    /// a prompt text everywhere else in pocket, so bench has no `-p`
+    #[arg(long = "pp", visible_alias = "prompt-tokens", value_name = "TOKENS", default_value_t = 512)]
     pub prompt: usize,
     /// Tokens to generate in the generation tests (0: skip)
     #[arg(short = 'n', long, default_value_t = 128)]
@@ -38,9 +39,10 @@ pub struct BenchArgs {
     /// Context already in the cache for the deep generation test (0: skip)
     #[arg(long, default_value_t = 4096)]
     pub depth: usize,
-    /// Worker threads (default: one per physical core)
-    #[arg(short = 't', long)]
-    pub threads: Option<usize>,
+    /// Worker threads, at least 1 (default: one per physical core; more than the machine's
+    /// CPUs is lowered to that count, with a note)
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
     /// Repetitions of each test
     #[arg(long, default_value_t = 5)]
     pub reps: usize,

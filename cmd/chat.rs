@@ -7,8 +7,9 @@
 
 mod commands;
 mod editor;
+mod typeahead;
 
-use crate::run::{stats_line, RunArgs};
+use crate::run::{sampling_line, stats_line, RunArgs, SamplingSource};
 use crate::term;
 use anyhow::{bail, Context, Result};
 use pocket::chat::{ChatSession, ChatSettings, Transcript, Turn};
@@ -16,6 +17,7 @@ use pocket::generate::{Control, FinishReason};
 use pocket::loader::LoadedModel;
 use rustyline::error::ReadlineError;
 use std::io::{IsTerminal, Write};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +31,7 @@ pub fn main(
     args: &RunArgs,
     m: &LoadedModel,
     settings: ChatSettings,
+    source: SamplingSource,
     ctx: usize,
 ) -> Result<ExitCode> {
     if !args.raw && m.template.is_none() {
@@ -37,6 +40,12 @@ pub fn main(
             m.path.display()
         );
     }
+    let overridden = args.temp.is_some()
+        || args.top_k.is_some()
+        || args.top_p.is_some()
+        || args.min_p.is_some()
+        || args.repeat_penalty.is_some();
+    let sampling = sampling_line(&settings, source, overridden);
     let mut session = ChatSession::new(m, ctx, settings);
     session.set_raw(args.raw);
     session.set_system(args.system.clone());
@@ -56,6 +65,8 @@ pub fn main(
         interrupted,
         token_delay: Duration::from_millis(args.debug_token_delay_ms),
         last: None,
+        typed: VecDeque::new(),
+        partial: String::new(),
     };
     chat.load_history();
     let (_, capacity) = session.context();
@@ -63,6 +74,7 @@ pub fn main(
         "pocket · {} · context {capacity} tokens · /help for commands, Ctrl-D to leave",
         m.path.display()
     );
+    chat.ui.note(&sampling);
     chat.run(&mut session)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -109,13 +121,17 @@ struct Chat {
     token_delay: Duration,
     /// The last answer's stats line, for `/stats`.
     last: Option<String>,
+    /// Lines typed while an answer streamed, run next in order.
+    typed: VecDeque<String>,
+    /// Text typed after the last of them, which the next prompt starts with.
+    partial: String,
 }
 
 impl Chat {
     fn run(&mut self, session: &mut ChatSession) -> Result<()> {
         let prompt = self.ui.prompt();
         loop {
-            let line = match self.editor.readline(&prompt) {
+            let line = match self.next_line(&prompt) {
                 Ok(line) => line,
                 Err(ReadlineError::Interrupted) => {
                     self.ui.note("(Ctrl-D or /exit to leave)");
@@ -137,12 +153,49 @@ impl Chat {
         }
     }
 
+    /// The next input: a line typed ahead during the last answer (shown after the prompt as
+    /// if typed now), else one read by the editor, which starts with any unfinished text.
+    fn next_line(&mut self, prompt: &(String, String)) -> rustyline::Result<String> {
+        if let Some(mut line) = self.typed.pop_front() {
+            // A typed-ahead line ending in `\` continues with the next one, as at the prompt.
+            while line.ends_with('\\') {
+                match self.typed.pop_front() {
+                    Some(next) => line = format!("{line}\n{next}"),
+                    None => break,
+                }
+            }
+            if !line.ends_with('\\') {
+                println!("{}{}", prompt.1, line.replace('\n', "\n  "));
+                return Ok(line);
+            }
+            self.partial = format!("{line}\n{}", self.partial);
+        }
+        let initial = std::mem::take(&mut self.partial);
+        self.editor
+            .readline_with_initial(prompt, (initial.as_str(), ""))
+    }
+
     fn answer(&mut self, session: &mut ChatSession, text: &str) -> Result<()> {
         self.interrupted.store(false, Ordering::SeqCst);
+        let hold = typeahead::Hold::start();
         let mut out = std::io::stdout().lock();
         let interrupted = &self.interrupted;
         let delay = self.token_delay;
-        let result = session.turn(text, |piece| {
+        let ui = &self.ui;
+        let capacity = session.context().1;
+        let on_fit = |dropped: usize| {
+            if dropped > 0 {
+                ui.note(&format!(
+                    "(to fit the {capacity}-token context, the oldest {} dropped)",
+                    if dropped == 1 {
+                        "turn was".to_string()
+                    } else {
+                        format!("{dropped} turns were")
+                    }
+                ));
+            }
+        };
+        let result = session.turn_noting(text, on_fit, |piece| {
             // A closed stdout is not worth aborting an answer for; the chat ends at the next
             // prompt anyway.
             let _ = out.write_all(piece.as_bytes());
@@ -156,6 +209,9 @@ impl Chat {
                 Control::Continue
             }
         });
+        let typed = hold.finish();
+        self.typed.extend(typed.lines);
+        self.partial.push_str(&typed.partial);
         let turn = match result {
             Ok(turn) => turn,
             Err(e) => {
@@ -175,19 +231,13 @@ impl Chat {
         match turn.generation.finish_reason {
             FinishReason::Interrupted => self.ui.note("(stopped)"),
             FinishReason::Context => self.ui.note(&format!(
-                "(the {capacity}-token context is full; the oldest turns will be dropped next time)"
+                "(cut: the {capacity}-token context is full; the oldest turns will be dropped next time)"
             )),
-            FinishReason::Stop | FinishReason::Length => {}
-        }
-        if turn.dropped_turns > 0 {
-            self.ui.note(&format!(
-                "(to fit the {capacity}-token context, the oldest {} dropped)",
-                if turn.dropped_turns == 1 {
-                    "turn was".to_string()
-                } else {
-                    format!("{} turns were", turn.dropped_turns)
-                }
-            ));
+            FinishReason::Length => self.ui.note(&format!(
+                "(cut at the {}-token limit; /set max_tokens N for longer answers)",
+                session.settings.max_tokens
+            )),
+            FinishReason::Stop => {}
         }
         let stats = stats_line(&turn.generation, turn.reused, used, capacity);
         if self.ui.stderr_terminal {

@@ -100,9 +100,10 @@ pub struct RunOpts {
     /// Context length in tokens (default: the model's maximum)
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Worker threads (default: one per physical core)
-    #[arg(short, long)]
-    pub threads: Option<usize>,
+    /// Worker threads, at least 1 (default: one per physical core; more than the machine's
+    /// CPUs is lowered to that count, with a note)
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
     /// Generation tasks: answers decoded together per step (1: one at a time). Batched answers
     /// equal single ones up to the summation order of the batched kernels
     #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]

@@ -11,13 +11,19 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// Model: an HF checkpoint directory or a .pocket file
+    /// Model: an HF checkpoint directory, a .pocket file or a GGUF file
     pub model: PathBuf,
-    /// Print one JSON object instead of text
+    /// Print one JSON object instead of text (always with every tensor and metadata key)
     #[arg(long)]
     pub json: bool,
-    /// Leave out the per-tensor table
+    /// Also print the per-tensor table (name, type, shape, bytes, offset)
     #[arg(long)]
+    pub tensors: bool,
+    /// Also print a GGUF's metadata keys (the tokenizer's arrays left out)
+    #[arg(long)]
+    pub metadata: bool,
+    /// The summary alone (the default; kept for scripts written for older versions)
+    #[arg(long, hide = true)]
     pub no_tensors: bool,
     /// Check every tensor's checksum (.pocket files); exit 1 if any is damaged
     #[arg(long)]
@@ -158,16 +164,20 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     match &m.file {
         ModelFile::Gguf(g, _) => {
             println!(
-                "format       GGUF v{}, {} metadata keys",
+                "format       GGUF v{}, {:.2} MB, {} metadata keys{}",
                 g.version,
-                g.metadata.len()
+                std::fs::metadata(&m.path).map_or(0, |x| x.len()) as f64 / 1e6,
+                g.metadata.len(),
+                if args.metadata { "" } else { " (--metadata lists them)" }
             );
-            for (k, v) in g
-                .metadata
-                .iter()
-                .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
-            {
-                println!("  {k} = {}", v.summary());
+            if args.metadata {
+                for (k, v) in g
+                    .metadata
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with("tokenizer.ggml."))
+                {
+                    println!("  {k} = {}", v.summary());
+                }
             }
         }
         ModelFile::Hf(h) => println!(
@@ -176,9 +186,9 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
             if h.weight_files.len() == 1 { "" } else { "s" }
         ),
         ModelFile::Pocket(p) => println!(
-            "format       .pocket, {:.2} MB, recipe {}",
+            "format       .pocket, {:.2} MB\nrecipe       {}",
             report["file"]["file_bytes"].as_u64().unwrap_or(0) as f64 / 1e6,
-            p.header.recipe
+            recipe_text(&p.header.recipe)
         ),
     }
     println!(
@@ -196,25 +206,43 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         spec.head_dim,
         spec.vocab_size
     );
+    let biases: Vec<&str> = [
+        (spec.qkv_bias, "q/k/v"),
+        (spec.o_bias, "o"),
+        (spec.mlp_bias, "mlp"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| *name)
+    .collect();
     println!(
-        "attention    RoPE theta {} ({:?}), rms_norm_eps {}, context {}, biases q/k/v {} o {} mlp {}, q/k norm {}",
-        spec.rope.theta, spec.rope.scaling, spec.rms_norm_eps, spec.max_position_embeddings, spec.qkv_bias, spec.o_bias, spec.mlp_bias, spec.qk_norm
+        "attention    RoPE {}, RMSNorm eps {}, context {}, biases {}{}",
+        rope_text(&spec.rope),
+        short_float(spec.rms_norm_eps),
+        thousands(spec.max_position_embeddings as u64),
+        if biases.is_empty() {
+            "none".to_string()
+        } else {
+            biases.join(", ")
+        },
+        if spec.qk_norm { ", q/k norm" } else { "" }
     );
     if let Some(sl) = &spec.sliding {
         println!(
-            "sliding      window {} on {} of {} layers (RoPE theta {} there)",
+            "sliding      window {} on {} of {} layers (RoPE {} there)",
             sl.window,
             sl.layers.iter().filter(|&&s| s).count(),
             spec.num_layers,
-            sl.rope.theta
+            rope_text(&sl.rope)
         );
     }
     if spec.family == pocket_formats::hf::Family::Gemma3 {
         println!(
-            "gemma        MLP {:?}, (1 + w) norms around attention and MLP, embeddings × √hidden, softmax scale {:.5}, logit soft-cap {:?}",
+            "gemma        MLP {:?}, (1 + w) norms around attention and MLP, embeddings × √hidden, softmax scale {:.5}, logit soft-cap {}",
             spec.activation,
             spec.attn_scale(),
             spec.final_logit_softcap
+                .map_or("none".to_string(), short_float)
         );
     }
     println!(
@@ -259,7 +287,9 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
             println!("verify       DAMAGED: {}", d.join(", "));
         }
     }
-    if !args.no_tensors {
+    if !args.tensors {
+        println!("tensors      {} (--tensors lists them)", table.len());
+    } else {
         println!(
             "\n{:<56} {:<9} {:<14} {:>12}  where",
             "tensor", "type", "shape", "bytes"
@@ -285,4 +315,68 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `theta 100000`, with the scaling rule when there is one (`, linear ×8`).
+fn rope_text(rope: &pocket_formats::hf::RopeConfig) -> String {
+    use pocket_formats::hf::RopeScaling;
+    let theta = short_float(rope.theta);
+    match &rope.scaling {
+        RopeScaling::None => format!("theta {theta}"),
+        RopeScaling::Linear { factor } => format!("theta {theta}, linear ×{}", short_float(*factor)),
+        RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_position_embeddings,
+        } => format!(
+            "theta {theta}, llama3 ×{} (low {}, high {}, from {original_max_position_embeddings})",
+            short_float(*factor),
+            short_float(*low_freq_factor),
+            short_float(*high_freq_factor)
+        ),
+        RopeScaling::Factors { factors } => {
+            format!("theta {theta}, {} per-frequency factors", factors.len())
+        }
+    }
+}
+
+/// A config float as people write it: `1e-6` and `0.00001`, not `0.000009999999747378752`
+/// (values read from f32 fields carry f32 rounding; the shortest f32 spelling undoes it).
+fn short_float(x: f64) -> String {
+    let f = x as f32;
+    if f as f64 == x || (f as f64 - x).abs() <= x.abs() * 1e-7 {
+        let s = format!("{f}");
+        if s.len() > 8 && f != 0.0 && f.abs() < 1e-3 {
+            format!("{f:e}")
+        } else {
+            s
+        }
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The export recipe in words: `Q4 block 32 (asymmetric) for linear layers and the embedding,
+/// scale search, QAT auto`.
+fn recipe_text(recipe: &serde_json::Value) -> String {
+    let field = |k: &str| recipe.get(k).and_then(|v| v.as_str()).unwrap_or("?");
+    let overrides = recipe
+        .get("overrides")
+        .and_then(|v| v.as_array())
+        .map_or(0, |a| a.len());
+    let mut s = format!(
+        "linear {}, embedding {}, method {}, QAT {}",
+        field("linear"),
+        field("embed"),
+        field("method"),
+        field("qat")
+    );
+    if overrides > 0 {
+        s.push_str(&format!(", {overrides} override(s)"));
+    }
+    if recipe.get("linear").is_none() {
+        return recipe.to_string();
+    }
+    s
 }

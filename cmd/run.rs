@@ -22,19 +22,23 @@ messages (history file: --history, default $XDG_STATE_HOME/pocket/history or \
 leaves; /help lists the commands (/reset, /system, /set, /stats, /save, /load).
 With stdin not a terminal, the whole of stdin is the prompt.
 
-Sampling defaults: the model's generation_config.json when it sets do_sample (temperature, \
-top_k, top_p, min_p), its repetition_penalty and max_new_tokens; otherwise greedy (temp 0), \
-no penalties, 512 tokens. Penalties look at the last --repeat-last-n tokens (default 64).
+Sampling defaults: a chat samples with the model's generation_config.json when it sets do_sample \
+(temperature, top_k, top_p, min_p), else with pocket's chat defaults (temp 0.7, top-p 0.9, \
+repeat penalty 1.1, seed 0); the startup line says which. One answer (-p, stdin, --json) is \
+greedy (temp 0). Either way generation_config's repetition_penalty and max_new_tokens apply \
+(else 512 tokens), and flags override. --temp 0 makes a chat greedy. Penalties look at the \
+last --repeat-last-n tokens (default 64).
 
 Exit codes: 0 success, 1 bad input or failure, 2 bad usage, 3 not built yet.
 
 Examples:
-  pocket run models/smollm2-135m-instruct
-  pocket run models/smollm2-135m-instruct -p \"What is the capital of France?\"
+  pocket run models/smollm2-135m-instruct.pocket
+  pocket run SmolLM2-135M-Instruct.Q4_1.gguf -p \"What is the capital of France?\"
+  pocket run models/qwen-checkpoint/ --temp 0
   echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1 --stop \"\\n\\n\"")]
 pub struct RunArgs {
-    /// Model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json) or a
-    /// .pocket file
+    /// Model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), a
+    /// .pocket file or a GGUF file
     pub model: PathBuf,
     /// The user message (one-shot mode)
     #[arg(short, long)]
@@ -49,20 +53,23 @@ pub struct RunArgs {
     /// else 512]
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: Option<u32>,
-    /// Sampling temperature; 0 is greedy [default: generation_config's, else 0]
+    /// Sampling temperature; 0 is greedy [default: a chat 0.7 (or generation_config's); one
+    /// answer 0]
     #[arg(long)]
     pub temp: Option<f32>,
     /// Keep only the K most likely tokens (0: off)
     #[arg(long)]
     pub top_k: Option<usize>,
-    /// Keep the smallest set of tokens whose probability reaches P (1.0: off)
+    /// Keep the smallest set of tokens whose probability reaches P (1.0: off) [default: a chat
+    /// 0.9 (or generation_config's); one answer 1.0]
     #[arg(long)]
     pub top_p: Option<f32>,
     /// Drop tokens less likely than P times the most likely one (0: off)
     #[arg(long)]
     pub min_p: Option<f32>,
     /// Make tokens seen recently less likely: positive logits are divided by it, negative
-    /// ones multiplied (1.0: off) [default: generation_config's repetition_penalty, else 1.0]
+    /// ones multiplied (1.0: off) [default: generation_config's repetition_penalty, else 1.1 in
+    /// a chat and 1.0 for one answer]
     #[arg(long)]
     pub repeat_penalty: Option<f32>,
     /// Subtract this from the logit of every token seen recently (0: off)
@@ -84,9 +91,10 @@ pub struct RunArgs {
     /// Context length in tokens (default: the model's maximum)
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Worker threads (default: one per physical core)
-    #[arg(short, long)]
-    pub threads: Option<usize>,
+    /// Worker threads, at least 1 (default: one per physical core; more than the machine's
+    /// CPUs is lowered to that count, with a note)
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
     /// Print one JSON object (text, token ids, finish reason, timings) instead of streaming
     #[arg(long)]
     pub json: bool,
@@ -113,7 +121,6 @@ pub struct RunArgs {
 pub fn main(args: RunArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
     let m = LoadedModel::open(&args.model)?;
-    let settings = chat_settings(&args, &m)?;
     let ctx = args
         .ctx
         .unwrap_or(m.model.spec.max_position_embeddings)
@@ -141,35 +148,74 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         None => None,
     };
     match prompt {
-        Some(p) => one_shot(&args, &m, &settings, ctx, &p),
+        Some(p) => one_shot(&args, &m, &chat_settings(&args, &m, false)?.0, ctx, &p),
         None if args.json => bail!("--json needs a prompt (-p TEXT or stdin)"),
-        None => chat::main(&args, &m, settings, ctx),
+        None => {
+            let (settings, source) = chat_settings(&args, &m, true)?;
+            chat::main(&args, &m, settings, source, ctx)
+        }
     }
 }
 
-/// Command-line options over the model's generation_config defaults.
-fn chat_settings(args: &RunArgs, m: &LoadedModel) -> Result<ChatSettings> {
+/// Where the sampling settings came from, for the chat's startup line.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SamplingSource {
+    /// The model's generation_config.json asks for sampling (`do_sample`).
+    GenerationConfig,
+    /// pocket's chat defaults: the model sets none.
+    ChatDefaults,
+    /// Greedy: the default for one-shot answers (`-p`, stdin, `--json`), as scripts want the
+    /// same answer every time.
+    Greedy,
+}
+
+/// pocket's chat sampling for models whose generation_config sets none: mild temperature and
+/// nucleus sampling with a light repetition penalty, the settings llama.cpp's and Ollama's chats
+/// ship with (greedy decoding makes small models loop in a conversation).
+const CHAT_TEMPERATURE: f32 = 0.7;
+const CHAT_TOP_P: f32 = 0.9;
+const CHAT_REPEAT_PENALTY: f32 = 1.1;
+
+/// Command-line options over the model's generation_config defaults. A chat (`chat` true)
+/// samples: the model's own settings when its generation_config asks for sampling, else pocket's
+/// chat defaults. A one-shot answer is greedy unless a flag says otherwise. generation_config's
+/// repetition penalty and length apply either way, as in transformers.
+pub fn chat_settings(
+    args: &RunArgs,
+    m: &LoadedModel,
+    chat: bool,
+) -> Result<(ChatSettings, SamplingSource)> {
     let g = &m.generation;
-    // generation_config's sampling fields only apply when it asks for sampling, as in
-    // transformers; its repetition penalty and length apply either way.
-    let sampling = g.do_sample.unwrap_or(false);
-    let when_sampling = |v: Option<f64>| if sampling { v.map(|x| x as f32) } else { None };
+    let source = match (chat, g.do_sample.unwrap_or(false)) {
+        (true, true) => SamplingSource::GenerationConfig,
+        (true, false) => SamplingSource::ChatDefaults,
+        (false, _) => SamplingSource::Greedy,
+    };
+    let from_config = source == SamplingSource::GenerationConfig;
+    let chat_default = source == SamplingSource::ChatDefaults;
+    let when_config = |v: Option<f64>| if from_config { v.map(|x| x as f32) } else { None };
+    let temperature = if from_config {
+        g.temperature.unwrap_or(1.0) as f32
+    } else if chat_default {
+        CHAT_TEMPERATURE
+    } else {
+        0.0
+    };
     let sampler = SamplerConfig {
-        temperature: args.temp.unwrap_or(if sampling {
-            g.temperature.unwrap_or(1.0) as f32
-        } else {
-            0.0
-        }),
+        temperature: args.temp.unwrap_or(temperature),
         top_k: args
             .top_k
-            .or(if sampling { g.top_k } else { None })
+            .or(if from_config { g.top_k } else { None })
             .unwrap_or(0),
-        top_p: args.top_p.or(when_sampling(g.top_p)).unwrap_or(1.0),
-        min_p: args.min_p.or(when_sampling(g.min_p)).unwrap_or(0.0),
+        top_p: args
+            .top_p
+            .or(when_config(g.top_p))
+            .unwrap_or(if chat_default { CHAT_TOP_P } else { 1.0 }),
+        min_p: args.min_p.or(when_config(g.min_p)).unwrap_or(0.0),
         repeat_penalty: args
             .repeat_penalty
             .or(g.repetition_penalty.map(|p| p as f32))
-            .unwrap_or(1.0),
+            .unwrap_or(if chat_default { CHAT_REPEAT_PENALTY } else { 1.0 }),
         presence_penalty: args.presence_penalty,
         frequency_penalty: args.frequency_penalty,
         repeat_last_n: args.repeat_last_n,
@@ -178,7 +224,7 @@ fn chat_settings(args: &RunArgs, m: &LoadedModel) -> Result<ChatSettings> {
     if let Err(e) = sampler.validate() {
         bail!("--{e}");
     }
-    Ok(ChatSettings {
+    let settings = ChatSettings {
         sampler,
         max_tokens: args
             .max_tokens
@@ -187,7 +233,48 @@ fn chat_settings(args: &RunArgs, m: &LoadedModel) -> Result<ChatSettings> {
             .unwrap_or(512)
             .max(1),
         stop: args.stop.iter().map(|s| unescape(s)).collect(),
-    })
+    };
+    Ok((settings, source))
+}
+
+/// The chat's startup line about sampling: what is active and where it came from.
+pub fn sampling_line(s: &ChatSettings, source: SamplingSource, overridden: bool) -> String {
+    let c = &s.sampler;
+    let what = if c.temperature == 0.0 {
+        "greedy".to_string()
+    } else {
+        let mut parts = vec![format!("temp {}", c.temperature)];
+        if c.top_k > 0 {
+            parts.push(format!("top-k {}", c.top_k));
+        }
+        if c.top_p < 1.0 {
+            parts.push(format!("top-p {}", c.top_p));
+        }
+        if c.min_p > 0.0 {
+            parts.push(format!("min-p {}", c.min_p));
+        }
+        parts.push(format!("seed {}", c.seed));
+        parts.join(" · ")
+    };
+    let penalty = if c.repeat_penalty != 1.0 {
+        format!(" · repeat penalty {}", c.repeat_penalty)
+    } else {
+        String::new()
+    };
+    let from = match (source, overridden) {
+        (_, true) => "your flags over ",
+        _ => "",
+    };
+    let base = match source {
+        SamplingSource::GenerationConfig => "the model's generation_config.json",
+        SamplingSource::ChatDefaults => "pocket's chat defaults",
+        SamplingSource::Greedy => "greedy default",
+    };
+    let hint = if c.temperature == 0.0 { "" } else { "; --temp 0 for greedy" };
+    format!(
+        "sampling: {what}{penalty} · {} tokens max ({from}{base}{hint})",
+        s.max_tokens
+    )
 }
 
 /// `\n` and `\t` typed in a stop string mean a newline and a tab: a shell makes the real
@@ -279,6 +366,17 @@ fn one_shot(
     } else {
         writeln!(out)?;
         drop(out);
+        // A cut answer says so, as the chat does; scripts read `finish_reason` from --json.
+        match g.finish_reason {
+            FinishReason::Length => eprintln!(
+                "(cut at the {}-token limit; -n N for longer answers)",
+                settings.max_tokens
+            ),
+            FinishReason::Context => {
+                eprintln!("(cut: the {ctx}-token context is full; --ctx N for more)")
+            }
+            FinishReason::Stop | FinishReason::Interrupted => {}
+        }
         if std::io::stderr().is_terminal() {
             let stats = stats_line(g, 0, state.cache.len(), ctx);
             eprintln!("{}", term::dim(&stats, term::stderr_styled()));

@@ -30,12 +30,23 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// `--threads N` (default: one per physical core): sizes rayon's pool (prefill, batched work)
-/// and pocket's kernel pool.
-pub fn set_threads(threads: Option<usize>) -> anyhow::Result<()> {
+/// and pocket's kernel pool. More threads than the machine runs at once only slows pocket down
+/// (its workers spin while they wait), so such a count is lowered to the CPU count with a note.
+pub fn set_threads(threads: Option<u32>) -> anyhow::Result<()> {
     use anyhow::Context;
-    let n = threads
-        .unwrap_or_else(pocket::kernels::pool::default_threads)
-        .max(1);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = match threads.map(|t| t as usize) {
+        Some(asked) if asked > cpus => {
+            eprintln!(
+                "(--threads {asked}: this machine runs {cpus} thread{} at once; using {cpus})",
+                if cpus == 1 { "" } else { "s" }
+            );
+            cpus
+        }
+        Some(asked) => asked,
+        None => pocket::kernels::pool::default_threads(),
+    }
+    .max(1);
     let built = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build_global();

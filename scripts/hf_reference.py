@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reference outputs of Hugging Face transformers for a real checkpoint (default: the demo model
-made by scripts/fetch-models.sh), for tests/real_model.rs.
+made by scripts/fetch-hf-models.sh), for tests/engine/real_model.rs.
 
 Records, with f32 compute on the stored weights:
 - greedy: for several chat prompts, the templated prompt ids and the first 32 greedy tokens

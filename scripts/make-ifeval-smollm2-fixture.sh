@@ -4,7 +4,7 @@
 # and the pinned Python reference records its verdicts on them:
 #   evals/tests/fixtures/ifeval_smollm2_responses.jsonl          {"key", "response"}, input order
 #   evals/tests/fixtures/ifeval_smollm2_reference_verdicts.jsonl the reference's verdicts
-# Needs the model (scripts/fetch-models.sh) and the reference venv that
+# Needs the model (scripts/fetch-hf-models.sh) and the reference venv that
 # scripts/make-ifeval-fixtures.sh builds (IFEVAL_VENV, default ../venv-ifeval). Never run by CI.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,7 +13,7 @@ FIX="$ROOT/evals/tests/fixtures"
 WORK="${WORK:-$ROOT/eval-runs}"
 cd "$ROOT"
 cargo build --release --locked --quiet
-SRC="$(scripts/fetch-models.sh | tail -1)"
+SRC="$(scripts/fetch-hf-models.sh smollm2)"
 Q4="$ROOT/models/smollm2-q4.pocket"
 [ -f "$Q4" ] || target/release/pocket export "$SRC" -o "$Q4" >&2
 DATA="$(bash scripts/fetch-eval-data.sh | tail -1)"

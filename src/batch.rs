@@ -4,7 +4,7 @@
 //! Each answer ends exactly as [`generate_text`](crate::generate::generate_text) would end it
 //! (stop ids, stop strings, length, full context), and its text is cut the same way.
 
-use crate::generate::{first_stop, FinishReason, Generation, StopAt, StopStrings, TextGeneration};
+use crate::generate::{answer_text, FinishReason, Generation, StopAt, StopStrings, TextGeneration};
 use crate::model::{Model, State};
 use crate::sampler::Sampler;
 use crate::tokenizer::{TextStream, TextTokenizer};
@@ -161,11 +161,7 @@ fn finish(tokenizer: &TextTokenizer, mut l: Live, item: &BatchItem) -> TextGener
             l.finish = Some(FinishReason::Stop);
         }
     }
-    let full = tokenizer.decode(&l.tokens, true);
-    let text = match first_stop(&full, item.stop.strings) {
-        Some(at) if l.scan.stopped() => full[..at].to_string(),
-        _ => full,
-    };
+    let text = answer_text(tokenizer, &l.tokens, item.stop.strings, l.scan.stopped());
     TextGeneration {
         generation: Generation {
             tokens: l.tokens,

@@ -162,6 +162,18 @@ impl<'m> ChatSession<'m> {
         user: &str,
         on_text: impl FnMut(&str) -> Control,
     ) -> Result<Turn, Error> {
+        self.turn_noting(user, |_| {}, on_text)
+    }
+
+    /// [`turn`](Self::turn), calling `on_fit` with the number of oldest turns dropped to fit
+    /// the context once that is known, before the answer starts, so a front end can say so
+    /// before the text it affects.
+    pub fn turn_noting(
+        &mut self,
+        user: &str,
+        on_fit: impl FnOnce(usize),
+        on_text: impl FnMut(&str) -> Control,
+    ) -> Result<Turn, Error> {
         self.messages.push(Message::new("user", user));
         let before = self.messages.clone();
         let (ids, dropped_turns) = match self.fit_context() {
@@ -172,6 +184,7 @@ impl<'m> ChatSession<'m> {
                 return Err(e);
             }
         };
+        on_fit(dropped_turns);
         // At least one token must run to get logits for the first answer token.
         // A sliding-window ring may not go back that far: then the cache starts over.
         let reused = self

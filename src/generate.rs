@@ -199,12 +199,26 @@ pub fn generate_text(
     if scan.stopped() {
         generation.finish_reason = FinishReason::Stop;
     }
-    let full = tokenizer.decode(&generation.tokens, true);
-    let text = match first_stop(&full, stop.strings) {
-        Some(at) if scan.stopped() => full[..at].to_string(),
-        _ => full,
-    };
+    let text = answer_text(tokenizer, &generation.tokens, stop.strings, scan.stopped());
     Ok(TextGeneration { generation, text })
+}
+
+/// The text of an answer as kept: its tokens decoded without special tokens, cut before the
+/// first stop string when one ended it, and without an incomplete last character (an answer
+/// cut by a limit may end inside one; the stream never showed it). Every generation loop
+/// (single and batched) ends its text here.
+pub(crate) fn answer_text(
+    tokenizer: &TextTokenizer,
+    tokens: &[u32],
+    stops: &[String],
+    stopped_on_string: bool,
+) -> String {
+    let mut full = tokenizer.decode(tokens, true);
+    full.truncate(crate::tokenizer::trim_incomplete_char(&full).len());
+    match first_stop(&full, stops) {
+        Some(at) if stopped_on_string => full[..at].to_string(),
+        _ => full,
+    }
 }
 
 /// Streaming text checked against stop strings. Text that could be the start of a stop string

@@ -1,5 +1,5 @@
 //! Opens a model for running: the weights, the tokenizer, the chat template and the stop
-//! tokens, from an HF checkpoint directory or a `.pocket` file.
+//! tokens, from an HF checkpoint directory, a `.pocket` file or a GGUF file.
 
 use crate::chat_template::{ChatTemplate, Message};
 use crate::model::Model;
@@ -12,6 +12,7 @@ use pocket_formats::hf::{GenerationConfig, HfCheckpoint, ModelSpec, TokenizerCon
 use pocket_formats::pocket::reader::PocketFile;
 use pocket_formats::pocket::Layout;
 use pocket_formats::pocket::{TokenizerMeta, TOKENIZER_BLOB};
+use pocket_formats::sniff::Kind;
 use pocket_formats::FormatError;
 use std::path::{Path, PathBuf};
 
@@ -24,37 +25,30 @@ pub enum ModelFile {
 }
 
 impl ModelFile {
-    /// Opens an HF checkpoint directory or a `.pocket` file.
+    /// Opens an HF checkpoint directory, a `.pocket` file or a GGUF file.
     pub fn open(path: &Path) -> Result<ModelFile, Error> {
-        let invalid = |reason: &str| -> Error {
-            FormatError::Invalid {
-                path: path.to_path_buf(),
-                reason: reason.into(),
+        Ok(match pocket_formats::sniff::sniff(path)? {
+            Kind::Hf => {
+                let ckpt = HfCheckpoint::open(path)?;
+                if ckpt.raw_config.get("quantization_config").is_some() {
+                    return Err(FormatError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "a quantized checkpoint (quantization_config in config.json): convert it first, e.g. `pocket quantize {} -o model.pocket`",
+                            path.display()
+                        ),
+                    }
+                    .into());
+                }
+                ModelFile::Hf(ckpt)
             }
-            .into()
-        };
-        if !path.exists() {
-            return Err(invalid("no such file or directory"));
-        }
-        if HfCheckpoint::is_checkpoint_dir(path) {
-            let ckpt = HfCheckpoint::open(path)?;
-            if ckpt.raw_config.get("quantization_config").is_some() {
-                return Err(invalid(&format!(
-                    "a quantized checkpoint (quantization_config in config.json): convert it first, e.g. `pocket quantize {} -o model.pocket`",
-                    path.display()
-                )));
+            Kind::Pocket => ModelFile::Pocket(PocketFile::open(path)?),
+            Kind::Gguf => {
+                let f = GgufFile::open(path)?;
+                let spec = pocket_formats::gguf::model::spec(&f)?;
+                ModelFile::Gguf(f, spec)
             }
-            return Ok(ModelFile::Hf(ckpt));
-        }
-        if path.is_file() && PocketFile::sniff(path) {
-            return Ok(ModelFile::Pocket(PocketFile::open(path)?));
-        }
-        if path.is_file() && GgufFile::sniff(path) {
-            let f = GgufFile::open(path)?;
-            let spec = pocket_formats::gguf::model::spec(&f)?;
-            return Ok(ModelFile::Gguf(f, spec));
-        }
-        Err(invalid("not a model pocket can read: expected an HF checkpoint directory with config.json or a .pocket file"))
+        })
     }
 
     pub fn spec(&self) -> &ModelSpec {

@@ -93,6 +93,13 @@ impl TextTokenizer {
     }
 }
 
+/// `text` without the U+FFFD that decoding puts where the last character's bytes are
+/// incomplete. Only trailing ones go: a replacement character inside the text was a whole token
+/// of its own, and is kept.
+pub fn trim_incomplete_char(text: &str) -> &str {
+    text.trim_end_matches('\u{FFFD}')
+}
+
 /// Turns a growing list of token ids into text pieces as soon as they are complete characters.
 ///
 /// Byte-level BPE splits a character such as an emoji across several tokens; decoding each
@@ -134,10 +141,13 @@ impl<'t> TextStream<'t> {
         }
     }
 
-    /// Whatever is still held back (an incomplete character at the very end).
+    /// Whatever is still held back, less an incomplete character at the very end: an answer
+    /// cut at its token limit may stop inside a character, and its first bytes alone would
+    /// print as U+FFFD.
     pub fn finish(&mut self) -> Option<String> {
         let before = self.tok.decode(&self.ids[self.prefix..self.read], true);
-        let now = self.tok.decode(&self.ids[self.prefix..], true);
+        let decoded = self.tok.decode(&self.ids[self.prefix..], true);
+        let now = trim_incomplete_char(&decoded);
         self.prefix = self.ids.len();
         self.read = self.ids.len();
         (now.len() > before.len() && now.is_char_boundary(before.len()))

@@ -39,9 +39,10 @@ pub struct DriftArgs {
     /// Context length in tokens (default: the model's maximum)
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Worker threads (default: one per physical core)
-    #[arg(short, long)]
-    pub threads: Option<usize>,
+    /// Worker threads, at least 1 (default: one per physical core; more than the machine's
+    /// CPUs is lowered to that count, with a note)
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
     /// Answers decoded together per step (1: one at a time)
     #[arg(long, default_value_t = 8)]
     pub batch: usize,

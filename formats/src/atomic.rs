@@ -24,6 +24,13 @@ impl AtomicFile {
             path: dest.to_path_buf(),
             reason: "output path has no file name".into(),
         })?;
+        if !dir.is_dir() {
+            // Named once as the folder: the caller's message already names the output file.
+            return Err(FormatError::Invalid {
+                path: dir.to_path_buf(),
+                reason: "no such folder for the output (create it first)".into(),
+            });
+        }
         let prefix = format!(".{}.tmp-", name.to_string_lossy());
         remove_stale(dir, &prefix);
         let tmp = dir.join(format!("{prefix}{}", std::process::id()));

@@ -17,6 +17,7 @@ pub mod mnn;
 pub mod pocket;
 pub mod quant;
 pub mod recipe;
+pub mod sniff;
 pub mod source;
 
 pub use error::FormatError;

@@ -8,6 +8,7 @@ use crate::hf::{DType, GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfi
 use crate::pocket::reader::PocketFile;
 use crate::pocket::{TokenizerMeta, TOKENIZER_BLOB};
 use crate::quant::{dense, QuantType};
+use crate::sniff::Kind;
 use crate::FormatError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,26 +37,18 @@ pub struct SourceTensor {
 
 impl Source {
     pub fn open(path: &Path) -> Result<Source, FormatError> {
-        if path.is_dir() {
-            let ckpt = HfCheckpoint::open(path)?;
-            let ct = compressed_tensors::detect(&ckpt)?.unwrap_or_default();
-            return Ok(Source::Hf { ckpt, ct });
-        }
-        if PocketFile::sniff(path) {
-            return Ok(Source::Pocket(PocketFile::open(path)?));
-        }
-        if GgufFile::sniff(path) {
-            let file = GgufFile::open(path)?;
-            let spec = crate::gguf::model::spec(&file)?;
-            return Ok(Source::Gguf { file, spec });
-        }
-        Err(FormatError::Invalid {
-            path: path.to_path_buf(),
-            reason: if path.exists() {
-                "not an HF checkpoint directory or a .pocket file".into()
-            } else {
-                "no such file or directory".into()
-            },
+        Ok(match crate::sniff::sniff(path)? {
+            Kind::Hf => {
+                let ckpt = HfCheckpoint::open(path)?;
+                let ct = compressed_tensors::detect(&ckpt)?.unwrap_or_default();
+                Source::Hf { ckpt, ct }
+            }
+            Kind::Pocket => Source::Pocket(PocketFile::open(path)?),
+            Kind::Gguf => {
+                let file = GgufFile::open(path)?;
+                let spec = crate::gguf::model::spec(&file)?;
+                Source::Gguf { file, spec }
+            }
         })
     }
 

@@ -138,3 +138,16 @@ pub fn quantize(src: &std::path::Path, out: &std::path::Path, extra: &[&str]) ->
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).expect("a JSON report")
 }
+
+/// A model file that a fetch script puts under `models/` (never in the repository): its path
+/// when it is there; otherwise `None`, after saying on stderr which file is missing and what
+/// fetches it, so a skipped check is visible in `--nocapture` output and never silent.
+pub fn fetched_model(relative: &str, fetched_by: &str) -> Option<PathBuf> {
+    let path = root().join(relative);
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!("skipped: needs {} ({fetched_by})", path.display());
+        None
+    }
+}

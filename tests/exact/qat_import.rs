@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{max_logit_error, quantize as import};
 
 fn fixture(name: &str) -> PathBuf {

@@ -218,3 +218,149 @@ fn unknown_commands_and_bad_settings_are_explained_not_fatal() {
     t.expect(Eof, "the end of the session");
     assert!(!state.path().join("pocket").exists());
 }
+
+/// Lines typed while an answer streams are not echoed into it; they run next, in order, and
+/// text typed after the last Enter waits at the next prompt.
+#[test]
+fn lines_typed_during_an_answer_run_next_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let saved = tmp.path().join("chat.json");
+    let model = fixture("qwen3-tiny");
+    let mut t = Screen::start(
+        &[
+            model.to_str().unwrap(),
+            "--no-history",
+            "--temp",
+            "0",
+            "--max-tokens",
+            "12",
+            "--debug-token-delay-ms",
+            "80",
+        ],
+        tmp.path(),
+    );
+    t.expect("> ", "the prompt");
+    t.enter("first question");
+    t.expect("first question", "the message echoed");
+    // The answer takes about a second (12 tokens × 80 ms); type while it streams.
+    std::thread::sleep(Duration::from_millis(250));
+    t.enter("second question");
+    t.session.send("third par").unwrap();
+    let first = t.expect(Regex(r"\[\d+ tokens, [^\]]*\]"), "the first stats line");
+    assert!(
+        !first.contains("second") && !first.contains("third"),
+        "typed-ahead text was echoed into the answer: {first:?}"
+    );
+    // The queued line is shown after the prompt, as if typed now, and answered.
+    t.expect(
+        Regex(r"> (?:\x1b\[[0-9;?]*[A-Za-z])*second question"),
+        "the typed-ahead line at the prompt",
+    );
+    t.expect(Regex(r"\[\d+ tokens, [^\]]*\]"), "the second stats line");
+    // The unfinished text waits at the next prompt; finishing it sends "third part".
+    t.expect(
+        Regex(r"> (?:\x1b\[[0-9;?]*[A-Za-z])*third par"),
+        "the unfinished text at the prompt",
+    );
+    t.enter("t");
+    t.expect(Regex(r"\[\d+ tokens, [^\]]*\]"), "the third stats line");
+    t.enter(&format!("/save {}", saved.display()));
+    t.expect("(saved 6 messages to", "the /save confirmation");
+    t.enter("/exit");
+    t.expect(Eof, "the end of the session");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let users: Vec<&str> = saved["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        users,
+        ["first question", "second question", "third part"],
+        "{}",
+        t.shown
+    );
+}
+
+/// An answer cut at its token limit inside a multi-byte character ends on the last whole
+/// character (no U+FFFD), and the chat says it was cut.
+#[test]
+fn an_answer_cut_inside_a_character_ends_on_a_whole_one() {
+    let model = fixture("qwen3-tiny");
+    let message = "Hello there";
+    // The greedy answer's tokens (the one-shot prompt is the chat's first prompt), and the
+    // first length at which decoding them would end in an incomplete character.
+    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(["run", model.to_str().unwrap(), "-p", message, "--temp", "0"])
+        .args(["-n", "60", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<u32> = v["generated_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect();
+    let tok = pocket::tokenizer::TextTokenizer::from_file(&model.join("tokenizer.json")).unwrap();
+    let cut = (1..=ids.len())
+        .find(|&k| tok.decode(&ids[..k], true).ends_with('\u{FFFD}'))
+        .expect("the fixture's greedy answer splits a character somewhere in 60 tokens");
+    let whole = pocket::tokenizer::trim_incomplete_char(&tok.decode(&ids[..cut], true)).to_string();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let n = cut.to_string();
+    let mut t = Screen::start(
+        &[model.to_str().unwrap(), "--no-history", "--temp", "0", "--max-tokens", &n],
+        tmp.path(),
+    );
+    t.expect("> ", "the prompt");
+    t.enter(message);
+    let shown = t.expect(
+        format!("(cut at the {cut}-token limit").as_str(),
+        "the cut note",
+    );
+    let shown = plain(&shown);
+    let answer = shown.split(message).last().unwrap();
+    let text = answer.split("(cut at").next().unwrap().trim_end();
+    // The screen shows what was streamed: the whole characters, no replacement character at
+    // the end (the terminal turns \n into \r\n).
+    let text = text.trim_start_matches(['\r', '\n']).replace("\r\n", "\n");
+    assert!(
+        !text.trim_end().ends_with('\u{FFFD}'),
+        "cut after {cut} tokens: {text:?}"
+    );
+    assert!(
+        text.trim_end().ends_with(whole.trim_end()),
+        "{text:?} should end with {whole:?}"
+    );
+    t.enter("/exit");
+    t.expect(Eof, "the end of the session");
+}
+
+/// Screen text without ANSI escape sequences (colours, cursor moves).
+fn plain(screen: &str) -> String {
+    let mut out = String::new();
+    let mut chars = screen.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                while let Some(x) = chars.next() {
+                    if ('@'..='~').contains(&x) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -7,7 +7,7 @@ use pocket_formats::quant::{q4, QuantType};
 use serde_json::Value;
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::{pocket, tiny};
 
 fn export(src: &Path, out: &Path, extra: &[&str]) {

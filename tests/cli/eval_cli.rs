@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 use common::{pocket, root, tiny};
 
 fn sample(name: &str) -> PathBuf {

@@ -6,7 +6,7 @@
 //! and tokenizer ids.
 //!
 //! Run with `scripts/check-gemma3.sh` (it fetches and converts the model first), or
-//! `POCKET_GEMMA3=DIR cargo test --release --test real_gemma3 -- --ignored`.
+//! `POCKET_GEMMA3=DIR cargo test --release --test exact real_gemma3 -- --ignored`.
 
 use pocket::generate::{generate, Control};
 use pocket::kv_cache::KvPrecision;
@@ -15,7 +15,7 @@ use pocket::model::Logits;
 use pocket::sampler::{Sampler, SamplerConfig};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::{ids, root};
 
 fn load() -> (LoadedModel, Value) {
@@ -32,7 +32,7 @@ fn load() -> (LoadedModel, Value) {
 }
 
 #[test]
-#[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
+#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_greedy_tokens_equal_transformers() {
     let (m, r) = load();
     for case in r["greedy"].as_array().unwrap() {
@@ -73,7 +73,7 @@ fn gemma3_greedy_tokens_equal_transformers() {
 /// before and after the 512-position sliding window fills and the sliding layers' 768-slot
 /// KV ring wraps.
 #[test]
-#[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
+#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_long_text_log_probs_equal_transformers() {
     let (m, r) = load();
     let long = &r["long"];
@@ -127,7 +127,7 @@ fn gemma3_long_text_log_probs_equal_transformers() {
 }
 
 #[test]
-#[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
+#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_tokenizer_and_size_equal_transformers() {
     let (m, r) = load();
     common::assert_tokenizes(&m, &r["tokenize"]);
@@ -145,12 +145,19 @@ fn gemma3_tokenizer_and_size_equal_transformers() {
 
 /// The tokenizer pocket builds from the GGUF's SentencePiece vocabulary (which lists no merges)
 /// encodes as transformers' tokenizer does, on the reference texts and the 1,200-token text.
+/// Runs whenever the GGUF is fetched (no transformers needed); skips, naming the file, otherwise.
 #[test]
-#[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
 fn gemma3_gguf_tokenizer_equals_transformers() {
-    let gguf = std::env::var_os("POCKET_GEMMA3_GGUF")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root().join("models/download/gemma3/gemma-3-270m-q4_k_m.gguf"));
+    let gguf = match std::env::var_os("POCKET_GEMMA3_GGUF") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => match common::fetched_model(
+            "models/download/gemma3/gemma-3-270m-q4_k_m.gguf",
+            "scripts/fetch-models.sh gemma3",
+        ) {
+            Some(p) => p,
+            None => return,
+        },
+    };
     let t0 = std::time::Instant::now();
     let m = LoadedModel::open(&gguf).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("GGUF opened in {:.2} s", t0.elapsed().as_secs_f64());
@@ -173,7 +180,7 @@ fn gemma3_gguf_tokenizer_equals_transformers() {
 /// loads: scripts/check-gguf-llamacpp.sh runs those files), and reading it back gives
 /// transformers' ids again.
 #[test]
-#[ignore = "needs Gemma 3 270M: scripts/check-gemma3.sh"]
+#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_gguf_export_keeps_the_tokenizer() {
     let dir = std::env::var_os("POCKET_GEMMA3")
         .map(std::path::PathBuf::from)

@@ -6,7 +6,7 @@ use pocket::kv_cache::KvPrecision;
 use pocket::loader::LoadedModel;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::ids;
 use std::path::PathBuf;
 

@@ -2,17 +2,17 @@
 //! outputs transformers recorded in fixtures/smollm2-reference.json (scripts/hf_reference.py).
 //!
 //! Run with `scripts/check-real-model.sh` (it fetches and converts the model first), or
-//! `POCKET_REAL_MODEL=DIR cargo test --release --test real_model -- --ignored`.
+//! `POCKET_REAL_MODEL=DIR cargo test --release --test engine real_model -- --ignored`.
 
 use pocket::chat_template::Message;
 use pocket::loader::LoadedModel;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::ids;
 use std::path::PathBuf;
 
-const WHY: &str = "needs the SmolLM2 checkpoint: scripts/check-real-model.sh";
+const WHY: &str = "needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct: scripts/check-real-model.sh makes it with transformers";
 
 fn load() -> (LoadedModel, Value) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -25,7 +25,7 @@ fn load() -> (LoadedModel, Value) {
 }
 
 #[test]
-#[ignore = "needs the SmolLM2 checkpoint: scripts/check-real-model.sh"]
+#[ignore = "needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct (scripts/check-real-model.sh makes it with transformers)"]
 fn smollm2_greedy_tokens_equal_transformers() {
     let (m, r) = load();
     for case in r["greedy"].as_array().unwrap() {
@@ -40,7 +40,7 @@ fn smollm2_greedy_tokens_equal_transformers() {
 }
 
 #[test]
-#[ignore = "needs the SmolLM2 checkpoint: scripts/check-real-model.sh"]
+#[ignore = "needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct (scripts/check-real-model.sh makes it with transformers)"]
 fn smollm2_tokenizer_and_template_equal_transformers() {
     let (m, r) = load();
     common::assert_tokenizes(&m, &r["tokenize"]);

@@ -5,7 +5,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{pocket, tiny as fixture};
 
 /// A writable copy of a fixture checkpoint, to break.
@@ -281,7 +281,7 @@ fn not_a_model_and_missing_tokenizer() {
 fn a_closed_stdout_is_not_a_crash() {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(["inspect", fixture("llama-tiny").to_str().unwrap()])
+        .args(["inspect", fixture("llama-tiny").to_str().unwrap(), "--tensors"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -303,7 +303,7 @@ fn bench_reports_every_figure_as_json() {
     let out = pocket(&[
         "bench",
         fixture.to_str().unwrap(),
-        "-p",
+        "--pp",
         "16",
         "-n",
         "4",
@@ -345,7 +345,7 @@ fn bench_reports_every_figure_as_json() {
         "f32",
         "bench",
         fixture.to_str().unwrap(),
-        "-p",
+        "--pp",
         "16",
         "-n",
         "2",

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::root;
 
 fn pocket(args: &[&str]) -> Value {

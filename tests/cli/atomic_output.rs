@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::tiny;
 
 /// A random llama checkpoint big enough that export takes a noticeable time (about 6 M

@@ -2,8 +2,8 @@
 //! once crashed, hung or ran out of memory) through the `pocket` binary, materialised exactly as
 //! the fuzz targets do: the binary must exit 0 or 1, never panic, and fail in one line.
 
-mod common;
-#[path = "../fuzz/src/inputs.rs"]
+use crate::common;
+#[path = "../../fuzz/src/inputs.rs"]
 #[allow(dead_code)]
 mod inputs;
 
