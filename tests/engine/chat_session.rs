@@ -146,7 +146,24 @@ fn a_long_conversation_drops_its_oldest_turns_and_keeps_the_system_prompt() {
     let long = "Tell me more about the weather in the mountains today, please. ".repeat(3);
     let mut dropped = 0;
     for i in 0..8 {
-        let t = turn(&mut chat, &format!("{i}: {long}"));
+        // The front end hears how many turns were dropped before any answer text arrives,
+        // so it can say so before the answer it affects.
+        let noted = std::cell::Cell::new(None);
+        let texts_before_note = std::cell::Cell::new(0);
+        let t = chat
+            .turn_noting(
+                &format!("{i}: {long}"),
+                |n| noted.set(Some(n)),
+                |_| {
+                    if noted.get().is_none() {
+                        texts_before_note.set(texts_before_note.get() + 1);
+                    }
+                    Control::Continue
+                },
+            )
+            .unwrap();
+        assert_eq!(noted.get(), Some(t.dropped_turns));
+        assert_eq!(texts_before_note.get(), 0, "on_fit came after answer text");
         dropped += t.dropped_turns;
         let (used, capacity) = chat.context();
         assert!(used <= capacity);

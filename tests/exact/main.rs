@@ -10,3 +10,4 @@ mod gguf_export;
 mod gguf_import;
 mod qat_import;
 mod real_gemma3;
+mod refactor_guard;

