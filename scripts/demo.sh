@@ -26,7 +26,8 @@ else
   step "3/3 exporting the GGUF to $OUT (packed INT4; a few seconds)"
   # Block 32: the published weights are themselves a 4-bit block-32 grid (a Q4_1 GGUF), which
   # block-32 Q4 carries over exactly; the default block 64 would round them again.
-  "$POCKET" export "$GGUF" -o "$OUT" --block 32
+  # Its report goes to stderr with the other steps: stdout is the answer alone (`-p` scripts).
+  "$POCKET" export "$GGUF" -o "$OUT" --block 32 >&2
 fi
 echo >&2
 exec "$POCKET" run "$OUT" "$@"
