@@ -94,6 +94,11 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
             ("q4_1.gguf", &["--format", "gguf", "--quant", "q4_1"]),
         ];
         for (name, extra) in exports {
+            // The tiny Gemma's layer pattern is not llama.cpp's (every sixth layer global):
+            // its GGUF export is refused by design.
+            if fixture == "gemma3-tiny" && name.ends_with(".gguf") {
+                continue;
+            }
             let file = dir.join(format!("{fixture}-{name}"));
             let mut args = vec!["export", src.to_str().unwrap(), "-o", file.to_str().unwrap()];
             args.extend_from_slice(extra);
