@@ -84,6 +84,9 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
     let mut out = Vec::new();
     for fixture in ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "gemma3-tiny"] {
         let src = root().join("fixtures/tiny").join(fixture);
+        // Relative to the checkout, as a .pocket records its source path: a digest must not
+        // depend on where the clone is.
+        let rel = format!("fixtures/tiny/{fixture}");
         out.push((format!("{fixture}/hf"), src.clone()));
         let exports: [(&str, &[&str]); 6] = [
             ("q4.pocket", &[]),
@@ -100,9 +103,13 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
                 continue;
             }
             let file = dir.join(format!("{fixture}-{name}"));
-            let mut args = vec!["export", src.to_str().unwrap(), "-o", file.to_str().unwrap()];
+            let mut args = vec!["export", rel.as_str(), "-o", file.to_str().unwrap()];
             args.extend_from_slice(extra);
-            let o = pocket(&args);
+            let o = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+                .args(&args)
+                .current_dir(root())
+                .output()
+                .unwrap();
             assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
             record.insert(format!("export {fixture}/{name}"), digest_file(&file));
             out.push((format!("{fixture}/{name}"), file));
