@@ -15,6 +15,11 @@
 //! MNN-shape checkpoint when they are under `models/`. For each, on every ISA the CPU has and
 //! both activation paths: the batched forward's logits at every position, and eight greedy
 //! decode steps (their logits and tokens). A digest is the sha256 of the f32 bits.
+//!
+//! `fixtures/refactor-guard/main.json` is main's record (made with SmolLM2 and Qwen2.5-Coder
+//! present: `scripts/fetch-models.sh smollm2 qwen-coder` first, or their digests count as
+//! missing). Exports run from the checkout's root with relative sources, so a clone anywhere
+//! gives the same bytes.
 
 use crate::common::{pocket, root};
 use pocket::kernels::{self, Activations};
