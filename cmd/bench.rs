@@ -31,7 +31,12 @@ pub struct BenchArgs {
     pub model: PathBuf,
     /// Prompt tokens for the prompt-processing test (0: skip). A count, not a text: `-p` is
     /// a prompt text everywhere else in pocket, so bench has no `-p`
-    #[arg(long = "pp", visible_alias = "prompt-tokens", value_name = "TOKENS", default_value_t = 512)]
+    #[arg(
+        long = "pp",
+        visible_alias = "prompt-tokens",
+        value_name = "TOKENS",
+        default_value_t = 512
+    )]
     pub prompt: usize,
     /// Tokens to generate in the generation tests (0: skip)
     #[arg(short = 'n', long, default_value_t = 128)]

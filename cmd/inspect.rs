@@ -168,7 +168,11 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
                 g.version,
                 std::fs::metadata(&m.path).map_or(0, |x| x.len()) as f64 / 1e6,
                 g.metadata.len(),
-                if args.metadata { "" } else { " (--metadata lists them)" }
+                if args.metadata {
+                    ""
+                } else {
+                    " (--metadata lists them)"
+                }
             );
             if args.metadata {
                 for (k, v) in g
@@ -323,7 +327,9 @@ fn rope_text(rope: &pocket_formats::hf::RopeConfig) -> String {
     let theta = short_float(rope.theta);
     match &rope.scaling {
         RopeScaling::None => format!("theta {theta}"),
-        RopeScaling::Linear { factor } => format!("theta {theta}, linear ×{}", short_float(*factor)),
+        RopeScaling::Linear { factor } => {
+            format!("theta {theta}, linear ×{}", short_float(*factor))
+        }
         RopeScaling::Llama3 {
             factor,
             low_freq_factor,

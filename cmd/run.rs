@@ -193,7 +193,13 @@ pub fn chat_settings(
     };
     let from_config = source == SamplingSource::GenerationConfig;
     let chat_default = source == SamplingSource::ChatDefaults;
-    let when_config = |v: Option<f64>| if from_config { v.map(|x| x as f32) } else { None };
+    let when_config = |v: Option<f64>| {
+        if from_config {
+            v.map(|x| x as f32)
+        } else {
+            None
+        }
+    };
     let temperature = if from_config {
         g.temperature.unwrap_or(1.0) as f32
     } else if chat_default {
@@ -215,7 +221,11 @@ pub fn chat_settings(
         repeat_penalty: args
             .repeat_penalty
             .or(g.repetition_penalty.map(|p| p as f32))
-            .unwrap_or(if chat_default { CHAT_REPEAT_PENALTY } else { 1.0 }),
+            .unwrap_or(if chat_default {
+                CHAT_REPEAT_PENALTY
+            } else {
+                1.0
+            }),
         presence_penalty: args.presence_penalty,
         frequency_penalty: args.frequency_penalty,
         repeat_last_n: args.repeat_last_n,
@@ -270,7 +280,11 @@ pub fn sampling_line(s: &ChatSettings, source: SamplingSource, overridden: bool)
         SamplingSource::ChatDefaults => "pocket's chat defaults",
         SamplingSource::Greedy => "greedy default",
     };
-    let hint = if c.temperature == 0.0 { "" } else { "; --temp 0 for greedy" };
+    let hint = if c.temperature == 0.0 {
+        ""
+    } else {
+        "; --temp 0 for greedy"
+    };
     format!(
         "sampling: {what}{penalty} · {} tokens max ({from}{base}{hint})",
         s.max_tokens

@@ -88,7 +88,9 @@ mod tty {
                 return Hold { saved: None };
             };
             let mut quiet = saved.clone();
-            quiet.local_flags.remove(LocalFlags::ECHO | LocalFlags::ICANON);
+            quiet
+                .local_flags
+                .remove(LocalFlags::ECHO | LocalFlags::ICANON);
             // TCSANOW, not TCSAFLUSH: what is already typed must stay in the queue.
             if tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &quiet).is_err() {
                 return Hold { saved: None };

@@ -298,7 +298,11 @@ fn an_answer_cut_inside_a_character_ends_on_a_whole_one() {
         .args(["-n", "60", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let ids: Vec<u32> = v["generated_ids"]
         .as_array()
@@ -315,7 +319,14 @@ fn an_answer_cut_inside_a_character_ends_on_a_whole_one() {
     let tmp = tempfile::tempdir().unwrap();
     let n = cut.to_string();
     let mut t = Screen::start(
-        &[model.to_str().unwrap(), "--no-history", "--temp", "0", "--max-tokens", &n],
+        &[
+            model.to_str().unwrap(),
+            "--no-history",
+            "--temp",
+            "0",
+            "--max-tokens",
+            &n,
+        ],
         tmp.path(),
     );
     t.expect("> ", "the prompt");

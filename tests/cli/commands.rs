@@ -281,7 +281,11 @@ fn not_a_model_and_missing_tokenizer() {
 fn a_closed_stdout_is_not_a_crash() {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(["inspect", fixture("llama-tiny").to_str().unwrap(), "--tensors"])
+        .args([
+            "inspect",
+            fixture("llama-tiny").to_str().unwrap(),
+            "--tensors",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -376,15 +380,32 @@ fn first_run_errors_say_what_pocket_reads() {
     assert_eq!(err.matches("notes.txt").count(), 1, "{err}");
     // An MNN package is named as one, with what to do instead.
     let q4 = tmp.path().join("q4.pocket");
-    let o = pocket(&["export", fixture("qwen3-tiny").to_str().unwrap(), "-o", q4.to_str().unwrap()]);
+    let o = pocket(&[
+        "export",
+        fixture("qwen3-tiny").to_str().unwrap(),
+        "-o",
+        q4.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mnn = tmp.path().join("mnn");
-    let o = pocket(&["export", q4.to_str().unwrap(), "--format", "mnn", "-o", mnn.to_str().unwrap()]);
+    let o = pocket(&[
+        "export",
+        q4.to_str().unwrap(),
+        "--format",
+        "mnn",
+        "-o",
+        mnn.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_clean_error(&mnn, &["an MNN package", "llm_demo"]);
     // Export into a missing folder: the file once, the folder once.
     let out = tmp.path().join("no/such/dir/x.pocket");
-    let o = pocket(&["export", fixture("qwen3-tiny").to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let o = pocket(&[
+        "export",
+        fixture("qwen3-tiny").to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("x.pocket").count(), 1, "{err}");
@@ -401,12 +422,20 @@ fn thread_counts_are_checked() {
     let model = fixture("qwen3-tiny");
     let m = model.to_str().unwrap();
     let o = pocket(&["run", m, "-p", "hi", "-n", "2", "--threads", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let many = (std::thread::available_parallelism().unwrap().get() + 7).to_string();
     let o = pocket(&["run", m, "-p", "hi", "-n", "2", "--threads", &many]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains(&format!("--threads {many}")) && err.contains("using"), "{err}");
+    assert!(
+        err.contains(&format!("--threads {many}")) && err.contains("using"),
+        "{err}"
+    );
     // bench takes the prompt-token count as --pp: -p means a prompt text everywhere.
     let o = pocket(&["bench", m, "-p", "16"]);
     assert_eq!(o.status.code(), Some(2));
@@ -416,14 +445,27 @@ fn thread_counts_are_checked() {
 #[test]
 fn inspect_summarises_and_lists_tensors_on_request() {
     let m = fixture("gemma3-tiny");
-    let short = String::from_utf8_lossy(&pocket(&["inspect", m.to_str().unwrap()]).stdout).to_string();
+    let short =
+        String::from_utf8_lossy(&pocket(&["inspect", m.to_str().unwrap()]).stdout).to_string();
     assert!(short.lines().count() < 25, "{short}");
-    assert!(short.contains("tensors      54 (--tensors lists them)"), "{short}");
+    assert!(
+        short.contains("tensors      54 (--tensors lists them)"),
+        "{short}"
+    );
     assert!(!short.contains("model.layers.0."), "{short}");
-    assert!(!short.contains("None") && !short.contains("Some("), "{short}");
-    assert!(short.contains("RoPE theta 1000000, linear ×2, RMSNorm eps 0.000001"), "{short}");
+    assert!(
+        !short.contains("None") && !short.contains("Some("),
+        "{short}"
+    );
+    assert!(
+        short.contains("RoPE theta 1000000, linear ×2, RMSNorm eps 0.000001"),
+        "{short}"
+    );
     let long =
         String::from_utf8_lossy(&pocket(&["inspect", m.to_str().unwrap(), "--tensors"]).stdout)
             .to_string();
-    assert!(long.contains("model.layers.0.self_attn.q_proj.weight"), "{long}");
+    assert!(
+        long.contains("model.layers.0.self_attn.q_proj.weight"),
+        "{long}"
+    );
 }

@@ -53,10 +53,16 @@ fn check_cut_streams(tok: &TextTokenizer, text: &str) {
             shown.push_str(&stream.push(id).unwrap_or_default());
         }
         shown.push_str(&stream.finish().unwrap_or_default());
-        assert!(!shown.contains('\u{FFFD}'), "cut after {cut} tokens: {shown:?}");
+        assert!(
+            !shown.contains('\u{FFFD}'),
+            "cut after {cut} tokens: {shown:?}"
+        );
         let prefix = tok.decode(&ids[..cut], true);
         assert_eq!(shown, pocket::tokenizer::trim_incomplete_char(&prefix));
-        assert!(text.starts_with(&shown), "{shown:?} is not a prefix of {text:?}");
+        assert!(
+            text.starts_with(&shown),
+            "{shown:?} is not a prefix of {text:?}"
+        );
     }
 }
 

