@@ -10,10 +10,41 @@
 # of every figure; the table shows medians over the rounds and the ratios pocket/llama.cpp (its
 # best flash-attention setting per figure) and pocket/MNN. MNN=0 leaves MNN out.
 #
+# GGUF mode (issue #20): `scripts/bench-vs-llamacpp.sh gguf [ROUNDS] [FILE.gguf ...]` runs
+# people's GGUF files as downloaded (default: the SmolLM2 Q4_1, Qwen2.5-Coder-0.5B Q4_K_M and
+# Gemma 3 270M Q4_K_M files of scripts/fetch-models.sh), pocket straight from the file against
+# llama.cpp on the same file, alternating, and prints pocket / llama.cpp per file and figure.
+#
 # Usage: scripts/bench-vs-llamacpp.sh [ROUNDS=5]   env: THREADS (2), P (512), N (128), D (512),
 #   ISA (native | avx2)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ "${1:-}" = gguf ]; then
+  shift
+  ROUNDS="${1:-5}"
+  [ $# -gt 0 ] && shift
+  THREADS="${THREADS:-2}" P="${P:-512}" N="${N:-128}" D="${D:-512}"
+  VENV="$("$ROOT/scripts/llamacpp-venv.sh")"
+  cd "$ROOT"
+  cargo build --release --locked --quiet --bin pocket
+  if [ $# -eq 0 ]; then
+    for m in smollm2 qwen-coder gemma3; do set -- "$@" "$("$ROOT/scripts/fetch-models.sh" "$m")"; done
+  fi
+  mkdir -p "$ROOT/models/bench"
+  LOG="$ROOT/models/bench/runs-gguf.jsonl"
+  : > "$LOG"
+  for round in $(seq "$ROUNDS"); do
+    echo "round $round/$ROUNDS" >&2
+    for f in "$@"; do
+      w="$(basename "$f" .gguf)"
+      echo "{\"engine\":\"pocket\",\"weights\":\"$w\",\"run\":$("$ROOT/target/release/pocket" bench "$f" --pp "$P" -n "$N" --depth "$D" -t "$THREADS" --reps 1 --json)}" >> "$LOG"
+      for fa in 0 1; do
+        echo "{\"engine\":\"llama.cpp\",\"weights\":\"$w\",\"fa\":$fa,\"run\":$("$VENV/bin/python" "$ROOT/scripts/bench_llamacpp.py" "$f" "$P" "$N" "$D" "$THREADS" 1 "$fa")}" >> "$LOG"
+      done
+    done
+  done
+  exec python3 "$ROOT/scripts/bench_table.py" "$LOG" --same-file
+fi
 ROUNDS="${1:-5}" THREADS="${THREADS:-2}" P="${P:-512}" N="${N:-128}" D="${D:-512}"
 # ISA=avx2: what an AVX2-only machine gets, on this one: pocket capped to its AVX2 kernels
 # against llama.cpp built without AVX-512 (its own venv).

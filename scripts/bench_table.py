@@ -13,10 +13,22 @@ for r in runs:
         if f in r["run"]:
             samples[(label, r["weights"], f)].append(r["run"][f]["tok_s_median"])
 med = {k: statistics.median(v) for k, v in samples.items()}
-print(f"{'engine':<16} {'weights':<6} " + " ".join(f"{f:>10}" for f in FIGS))
+W = max([6] + [len(r["weights"]) for r in runs])
+print(f"{'engine':<16} {'weights':<{W}} " + " ".join(f"{f:>10}" for f in FIGS))
 for (label, w) in sorted({(k[0], k[1]) for k in med}):
-    print(f"{label:<16} {w:<6} " + " ".join(f"{med.get((label, w, f), float('nan')):>10.1f}" for f in FIGS))
+    print(f"{label:<16} {w:<{W}} " + " ".join(f"{med.get((label, w, f), float('nan')):>10.1f}" for f in FIGS))
 print()
+if "--same-file" in sys.argv:
+    # GGUF mode: both engines ran the same file, named in `weights`.
+    for w in sorted({k[1] for k in med}):
+        ratios = []
+        for f in FIGS:
+            peer = max(med.get((f"llama.cpp fa={fa}", w, f), 0.0) for fa in (0, 1))
+            mine = med.get(("pocket", w, f))
+            ratios.append(f"{f} {mine / peer:.2f}x" if mine and peer else f"{f} -")
+        print(f"pocket / llama.cpp (best flash-attention setting), {w}: " + ", ".join(ratios))
+    print(f"({len(runs)} runs; medians over rounds)")
+    sys.exit(0)
 for q in ["q4", "q8"]:
     ratios = []
     for f in FIGS:

@@ -33,6 +33,33 @@ pub struct PackedQ4 {
     pub cols: usize,
     pub block: usize,
     pub sym: bool,
+    pub form: Form,
+}
+
+/// How a packed matrix's codes and parameters decode: `(code − offset)·scale + zero`. Our own
+/// Q4 is [`Form::POCKET`]; a GGUF's 4-, 5- and 6-bit ggml types are carried in unchanged
+/// (`pocket_formats::gguf::codes`) with their own offset, the codes' bits above the nibble in
+/// `hi_bits` planes after the code vectors, and f32 parameters where ggml's are f32 products.
+///
+/// High-bit planes: code bit `4 + p` of the weight whose nibble sits at byte `j` of code
+/// vector `i` (half `h`: 0 the high nibble, 1 the low) is bit `b % 8` of byte `j` of plane
+/// vector `b / 8`, with `b = p·2·(block/8) + 2i + h`. A block of 32 with one plane (Q5) adds
+/// one 64-byte vector, exactly ggml's 4 bytes per row; a block of 16 with two (Q6_K) adds one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Form {
+    pub offset: u8,
+    pub hi_bits: u8,
+    /// f32 parameters (16 zeros then 16 scales, or 16 scales) instead of f16.
+    pub wide: bool,
+}
+
+impl Form {
+    /// `.pocket` Q4: `(q − 8)·s + z`, f16 parameters.
+    pub const POCKET: Form = Form {
+        offset: 8,
+        hi_bits: 0,
+        wide: false,
+    };
 }
 
 impl PackedQ4 {
@@ -52,6 +79,7 @@ impl PackedQ4 {
             cols: w.cols,
             block: w.block,
             sym: w.sym,
+            form: Form::POCKET,
         };
         let (nb, dw, pb) = (p.blocks(), p.block / 8, if w.sym { 2 } else { 4 });
         let mut data = vec![0u8; p.rows / GROUP * nb * p.record()];
@@ -98,6 +126,92 @@ impl PackedQ4 {
             cols,
             block,
             sym,
+            form: Form::POCKET,
+        })
+    }
+
+    /// Packs a matrix given row by row as codes and per-block parameters: `unpack(r, codes,
+    /// scales, zeros)` fills logical row `r` (`cols` codes below `2^(4 + hi_bits)`, one scale
+    /// and zero per block). `None` when the shape does not fit (rows a multiple of 16, block
+    /// 16 or 32 with high-bit planes, 32, 64 or 128 without, f16 parameters exact).
+    pub fn from_codes(
+        rows: usize,
+        cols: usize,
+        block: usize,
+        sym: bool,
+        form: Form,
+        unpack: impl Fn(usize, &mut [u8], &mut [f32], &mut [f32]) + Sync,
+    ) -> Option<PackedQ4> {
+        let blocks_ok = if form.hi_bits > 0 {
+            [16, 32].contains(&block)
+        } else {
+            [16, 32, 64, 128].contains(&block)
+        };
+        if !rows.is_multiple_of(GROUP)
+            || !blocks_ok
+            || !cols.is_multiple_of(block)
+            || form.hi_bits > 2
+        {
+            return None;
+        }
+        let p = PackedQ4 {
+            data: PackedBytes::Owned(Vec::new()),
+            rows,
+            cols,
+            block,
+            sym,
+            form,
+        };
+        let (nb, rec, vw) = (p.blocks(), p.record(), block / 8);
+        let mut data = vec![0u8; rows / GROUP * nb * rec];
+        use rayon::prelude::*;
+        data.par_chunks_exact_mut(nb * rec)
+            .enumerate()
+            .for_each(|(g, grp)| {
+                let mut codes = vec![0u8; cols];
+                let (mut sc, mut ze) = (vec![0.0f32; nb], vec![0.0f32; nb]);
+                for k in 0..GROUP {
+                    unpack(g * GROUP + k, &mut codes, &mut sc, &mut ze);
+                    for (b, rec) in grp.chunks_exact_mut(rec).enumerate() {
+                        let c = &codes[b * block..][..block];
+                        for i in 0..vw {
+                            for j in 0..4 {
+                                let (ch, cl) = (c[i * 8 + 2 * j], c[i * 8 + 2 * j + 1]);
+                                rec[i * 64 + k * 4 + j] = (ch & 0x0F) << 4 | (cl & 0x0F);
+                                for pl in 0..form.hi_bits as usize {
+                                    for (h, code) in [ch, cl].into_iter().enumerate() {
+                                        if (code >> (4 + pl)) & 1 == 1 {
+                                            let bit = pl * 2 * vw + 2 * i + h;
+                                            rec[vw * 64 + bit / 8 * 64 + k * 4 + j] |=
+                                                1 << (bit % 8);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        let at = p.params_at();
+                        let (s, z) = (sc[b], ze[b]);
+                        if form.wide {
+                            let so = if sym { 0 } else { 64 };
+                            rec[at + so + k * 4..][..4].copy_from_slice(&s.to_le_bytes());
+                            if !sym {
+                                rec[at + k * 4..][..4].copy_from_slice(&z.to_le_bytes());
+                            }
+                        } else {
+                            let so = if sym { 0 } else { 32 };
+                            let s = f16::from_f32(s).to_le_bytes();
+                            rec[at + so + k * 2..][..2].copy_from_slice(&s);
+                            if !sym {
+                                let z = f16::from_f32(z).to_le_bytes();
+                                rec[at + k * 2..][..2].copy_from_slice(&z);
+                            }
+                        }
+                    }
+                }
+            });
+        Some(PackedQ4 {
+            data: PackedBytes::Owned(data),
+            ..p
         })
     }
 
@@ -107,15 +221,35 @@ impl PackedQ4 {
 
     /// Bytes of one (group, block) record.
     pub fn record(&self) -> usize {
-        self.block / 8 * 64 + if self.sym { 32 } else { 64 }
+        let per = if self.form.wide { 4 } else { 2 };
+        self.params_at() + GROUP * per * if self.sym { 1 } else { 2 }
     }
 
-    /// Row `r`'s code byte `j` of block `b`, and its (zero, scale) for that block.
+    /// Vectors of high-bit planes per record.
+    pub fn hi_vectors(&self) -> usize {
+        (self.form.hi_bits as usize * 2 * (self.block / 8)).div_ceil(8)
+    }
+
+    /// Where a record's parameters start: after its code vectors and high-bit planes.
+    pub fn params_at(&self) -> usize {
+        (self.block / 8 + self.hi_vectors()) * 64
+    }
+
+    /// Row `r`'s record for block `b`, and its (zero, scale) for that block (zero 0 when
+    /// symmetric).
     #[inline]
     fn at(&self, r: usize, b: usize) -> (&[u8], f32, f32) {
         let (g, k) = (r / GROUP, r % GROUP);
         let rec = &self.data[(g * self.blocks() + b) * self.record()..][..self.record()];
-        let at = self.block / 8 * 64;
+        let at = self.params_at();
+        if self.form.wide {
+            let f = |o: usize| f32::from_le_bytes(rec[o..o + 4].try_into().expect("4 bytes"));
+            return if self.sym {
+                (rec, 0.0, f(at + k * 4))
+            } else {
+                (rec, f(at + k * 4), f(at + 64 + k * 4))
+            };
+        }
         let f = |o: usize| f16::from_le_bytes([rec[o], rec[o + 1]]).to_f32();
         if self.sym {
             (rec, 0.0, f(at + k * 2))
@@ -124,10 +258,37 @@ impl PackedQ4 {
         }
     }
 
+    /// The code of lane `k`'s weight at byte `j` of code vector `i` of `rec` (`h`: 0 the high
+    /// nibble, 1 the low), high-bit planes included.
+    #[inline]
+    fn code(&self, rec: &[u8], k: usize, i: usize, j: usize, h: usize) -> u8 {
+        let byte = rec[i * 64 + k * 4 + j];
+        let mut c = if h == 0 { byte >> 4 } else { byte & 0x0F };
+        let vw = self.block / 8;
+        for pl in 0..self.form.hi_bits as usize {
+            let bit = pl * 2 * vw + 2 * i + h;
+            c |= ((rec[(vw + bit / 8) * 64 + k * 4 + j] >> (bit % 8)) & 1) << (4 + pl);
+        }
+        c
+    }
+
     /// Row `r` decoded to f32: its row-major codes and parameters gathered back, then the
-    /// codec's own decoder, so the values are bit for bit those of the stored form.
+    /// codec's own decoder, so the values are bit for bit those of the stored form (for
+    /// other forms `(code − offset)·scale + zero`, ggml's arithmetic).
     pub fn row(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows && out.len() == self.cols);
+        if self.form != Form::POCKET {
+            let k = r % GROUP;
+            for (b, out) in out.chunks_exact_mut(self.block).enumerate() {
+                let (rec, z, s) = self.at(r, b);
+                let z = if self.sym { -0.0 } else { z };
+                for (w, o) in out.iter_mut().enumerate() {
+                    let c = self.code(rec, k, w / 8, w % 8 / 2, w % 2);
+                    *o = pocket_formats::gguf::codes::decode(c, self.form.offset, s, z);
+                }
+            }
+            return;
+        }
         let (nb, dw, k) = (self.blocks(), self.block / 8, r % GROUP);
         let pb = pocket_formats::quant::q4::param_bytes(self.sym);
         let mut codes = vec![0u8; self.cols / 2];
@@ -201,13 +362,13 @@ pub fn dot_rows_tokens_scalar(
                 let mut dot = 0i32;
                 for w in 0..p.block / 8 {
                     for j in 0..4 {
-                        let byte = rec[w * 64 + k * 4 + j];
                         let x = &a.q[b * p.block + w * 8 + j * 2..];
-                        dot +=
-                            (byte >> 4) as i32 * x[0] as i32 + (byte & 0x0F) as i32 * x[1] as i32;
+                        dot += p.code(rec, k, w, j, 0) as i32 * x[0] as i32
+                            + p.code(rec, k, w, j, 1) as i32 * x[1] as i32;
                     }
                 }
-                total += s * a.scale[b] * dot as f32 + (z - 8.0 * s) * a.scaled_sum[b];
+                let off = p.form.offset as f32;
+                total += s * a.scale[b] * dot as f32 + (z - off * s) * a.scaled_sum[b];
             }
             out[t * count + i] = total;
         }
@@ -272,12 +433,13 @@ pub fn dot_rows_f32_scalar(
                 let mut dot = 0.0f32;
                 for w in 0..p.block / 8 {
                     for j in 0..4 {
-                        let byte = rec[w * 64 + k * 4 + j];
                         let x = &x[t * cols + b * p.block + w * 8 + j * 2..];
-                        dot += (byte >> 4) as f32 * x[0] + (byte & 0x0F) as f32 * x[1];
+                        dot += p.code(rec, k, w, j, 0) as f32 * x[0]
+                            + p.code(rec, k, w, j, 1) as f32 * x[1];
                     }
                 }
-                total += s * dot + (z - 8.0 * s) * sums[t * nb + b];
+                let off = p.form.offset as f32;
+                total += s * dot + (z - off * s) * sums[t * nb + b];
             }
             *o = total;
         }
@@ -391,5 +553,119 @@ mod tests {
                 }
             },
         );
+    }
+
+    /// A GGUF's 4-, 5- and 6-bit types packed from their codes (`gguf::codes`): rows decode
+    /// bit for bit to ggml's own dequantization (the carry-over is lossless), and on every
+    /// instruction set both kernels equal their scalar twins, which equal the decoded rows.
+    #[test]
+    fn ggml_forms_are_lossless_and_every_path_agrees() {
+        use pocket_formats::gguf::{codes, ggml, GgmlType};
+        let mut rng = Rng(31);
+        let mut seed = 11;
+        for ty in [
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+            GgmlType::Q4K,
+            GgmlType::Q5K,
+            GgmlType::Q6K,
+        ] {
+            for (rows, cols) in [(48, 512), (16, 768)] {
+                let cf = codes::form(ty).unwrap();
+                let row_bytes = ty.bytes_for(cols as u64).unwrap() as usize;
+                let data = codes::sample_blocks(ty, rows * row_bytes / ty.block().1, &mut seed);
+                let form = Form {
+                    offset: cf.offset,
+                    hi_bits: cf.bits - 4,
+                    wide: cf.wide,
+                };
+                let p =
+                    PackedQ4::from_codes(rows, cols, cf.block, !cf.has_zero, form, |r, c, s, z| {
+                        codes::unpack(ty, &data[r * row_bytes..][..row_bytes], c, s, z)
+                    })
+                    .unwrap();
+                let mut decoded = vec![0.0f32; rows * cols];
+                let (mut want, mut got) = (vec![0.0; cols], vec![0.0; cols]);
+                for r in 0..rows {
+                    ggml::dequantize(ty, &data[r * row_bytes..][..row_bytes], &mut want);
+                    p.row(r, &mut got);
+                    let same = want
+                        .iter()
+                        .zip(&got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{ty:?} row {r}: not bit-identical");
+                    decoded[r * cols..][..cols].copy_from_slice(&got);
+                }
+                let (first, count) = (
+                    GROUP * (rows > GROUP) as usize,
+                    rows - GROUP * (rows > GROUP) as usize,
+                );
+                for n in [1, 2, 4, 5] {
+                    let x = rng.vec(n * cols, 2.0);
+                    let acts: Vec<QuantActs> = x
+                        .chunks_exact(cols)
+                        .map(|x| {
+                            let mut a = QuantActs::default();
+                            a.quantize(x, cf.block, ACT_CHUNK);
+                            a
+                        })
+                        .collect();
+                    let mut int_want = vec![0.0; n * count];
+                    dot_rows_tokens_scalar(&p, first, count, &acts, &mut int_want);
+                    let sums = block_sums(&x, cf.block);
+                    let mut f32_want = vec![0.0; n * count];
+                    dot_rows_f32_scalar(&p, first, count, &x, &sums, &mut f32_want);
+                    // Per output, the sum of the products' magnitudes: large zero points
+                    // (K-quants) cancel, so rounding is relative to this, not to the result.
+                    let mut norms = vec![0.0f64; n * count];
+                    for t in 0..n {
+                        for i in 0..count {
+                            let w = &decoded[(first + i) * cols..][..cols];
+                            let xt = &x[t * cols..][..cols];
+                            let exact: f64 =
+                                w.iter().zip(xt).map(|(a, b)| *a as f64 * *b as f64).sum();
+                            let norm: f64 = w
+                                .iter()
+                                .zip(xt)
+                                .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                                .sum();
+                            norms[t * count + i] = norm;
+                            let f = f32_want[t * count + i] as f64;
+                            assert!(
+                                (f - exact).abs() <= 1e-5 * (1.0 + norm),
+                                "{ty:?} f32 twin: {f} vs {exact}"
+                            );
+                            // int8 activations: about 1 % of the sum of magnitudes at worst.
+                            let q = int_want[t * count + i] as f64;
+                            assert!(
+                                (q - exact).abs() <= 2e-2 * (1.0 + norm),
+                                "{ty:?} int8 twin: {q} vs {exact}"
+                            );
+                        }
+                    }
+                    for isa in crate::kernels::available() {
+                        let mut got = vec![0.0; n * count];
+                        dot_rows_tokens(isa, &p, first, count, &acts, &mut got);
+                        for ((g, e), m) in got.iter().zip(&int_want).zip(&norms) {
+                            let d = (g - e).abs() as f64;
+                            assert!(
+                                d <= 1e-5 * (1.0 + m),
+                                "{isa:?} {ty:?} int8 n={n}: {g} vs {e}"
+                            );
+                        }
+                        dot_rows_f32(isa, &p, first, count, &x, &sums, &mut got);
+                        for ((g, e), m) in got.iter().zip(&f32_want).zip(&norms) {
+                            let d = (g - e).abs() as f64;
+                            assert!(
+                                d <= 1e-5 * (1.0 + m),
+                                "{isa:?} {ty:?} f32 n={n}: {g} vs {e}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

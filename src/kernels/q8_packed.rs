@@ -62,6 +62,58 @@ impl PackedQ8 {
         })
     }
 
+    /// Packs a matrix given row by row: `unpack(r, codes, scales)` fills logical row `r`'s
+    /// `cols` signed codes and its per-block f16 scale bytes (a GGUF's Q8_0 is this form with
+    /// blocks of 32, which `.pocket` files do not use). `None` unless rows are a multiple of
+    /// 16 and the block of 32.
+    pub fn from_codes(
+        rows: usize,
+        cols: usize,
+        block: usize,
+        unpack: impl Fn(usize, &mut [u8], &mut [u8]) + Sync,
+    ) -> Option<PackedQ8> {
+        if !rows.is_multiple_of(GROUP)
+            || block == 0
+            || !block.is_multiple_of(32)
+            || !cols.is_multiple_of(block)
+        {
+            return None;
+        }
+        let p = PackedQ8 {
+            data: PackedBytes::Owned(Vec::new()),
+            rows,
+            cols,
+            block,
+        };
+        let (nb, dw, rec) = (p.blocks(), block / 4, p.record());
+        let mut data = vec![0u8; rows / GROUP * nb * rec];
+        use rayon::prelude::*;
+        let isa = super::active();
+        data.par_chunks_exact_mut(nb * rec)
+            .enumerate()
+            .for_each(|(g, grp)| {
+                let (mut codes, mut scales) = (vec![0u8; GROUP * cols], vec![0u8; GROUP * nb * 2]);
+                for k in 0..GROUP {
+                    unpack(
+                        g * GROUP + k,
+                        &mut codes[k * cols..][..cols],
+                        &mut scales[k * nb * 2..][..nb * 2],
+                    );
+                }
+                for (b, rec) in grp.chunks_exact_mut(rec).enumerate() {
+                    interleave(isa, &codes[b * block..], cols, dw, rec, 0x8080_8080);
+                    for k in 0..GROUP {
+                        rec[dw * 64 + k * 2..][..2]
+                            .copy_from_slice(&scales[(k * nb + b) * 2..][..2]);
+                    }
+                }
+            });
+        Some(PackedQ8 {
+            data: PackedBytes::Owned(data),
+            ..p
+        })
+    }
+
     /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.
     pub fn mapped(
         data: pocket_formats::bytes::ByteView,

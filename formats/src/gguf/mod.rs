@@ -1,6 +1,7 @@
 //! GGUF, the llama.cpp file format: reading (header, metadata, tensor table, ggml block types).
 //! Writing arrives with the GGUF export.
 
+pub mod codes;
 pub mod export;
 pub mod ggml;
 pub mod import;

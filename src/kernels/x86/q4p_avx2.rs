@@ -3,7 +3,8 @@
 //! VNNI the integer dot product is `vpmaddubsw` (codes × activations, pairs summed to i16:
 //! at most 2·15·127, no saturation) then `vpmaddwd` against ones (to i32). As in the AVX-512
 //! kernel there are no horizontal sums and no per-row set-up: a block ends in one
-//! multiply-add per token for the 8 rows' scales and one for their zero points.
+//! multiply-add per token for the 8 rows' scales and one for their zero points. Codes of 5
+//! and 6 bits (a GGUF's Q5/Q6 types) take their high-bit planes in with a shift and a mask.
 
 use crate::kernels::act::QuantActs;
 use crate::kernels::q4_packed::{PackedQ4, GROUP};
@@ -88,17 +89,54 @@ impl Half<'_> {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn params(&self, r: *const u8) -> (__m256, __m256) {
-        // SAFETY: the record ends with the 16 rows' f16 parameters (zeros, then scales when
-        // asymmetric); this half's 8 start 16 bytes in for the second half.
-        let pr = r.add(self.p.block / 8 * 64 + self.half * 16);
-        if self.p.sym {
-            let s = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
-            (s, _mm256_mul_ps(s, _mm256_set1_ps(-8.0)))
+        // SAFETY: the record ends with the 16 rows' parameters (zeros, then scales when
+        // asymmetric; f16, or f32 when wide); this half's 8 start 8 entries in for the second.
+        let p = self.p;
+        let per = if p.form.wide { 4 } else { 2 };
+        let pr = r.add(p.params_at() + self.half * 8 * per);
+        let load = |at: usize| {
+            if p.form.wide {
+                _mm256_loadu_ps(pr.add(at * 2) as *const f32)
+            } else {
+                _mm256_cvtph_ps(_mm_loadu_si128(pr.add(at) as *const _))
+            }
+        };
+        let off = p.form.offset as f32;
+        if p.sym {
+            let s = load(0);
+            (s, _mm256_mul_ps(s, _mm256_set1_ps(-off)))
         } else {
-            let z = _mm256_cvtph_ps(_mm_loadu_si128(pr as *const _));
-            let s = _mm256_cvtph_ps(_mm_loadu_si128(pr.add(32) as *const _));
-            (s, _mm256_fnmadd_ps(_mm256_set1_ps(8.0), s, z))
+            let (z, s) = (load(0), load(32));
+            (s, _mm256_fnmadd_ps(_mm256_set1_ps(off), s, z))
         }
+    }
+
+    /// The high-bit planes' contribution to this half of code vector `i`'s nibble half `h`
+    /// (0: the high nibbles): `16 << p` in each byte whose plane-`p` bit is set.
+    ///
+    /// # Safety
+    /// AVX2; `r` is a record of this half's group.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn high_bits(&self, r: *const u8, i: usize, h: usize) -> __m256i {
+        let p = self.p;
+        let vw = p.block / 8;
+        let mut out = _mm256_setzero_si256();
+        for pl in 0..p.form.hi_bits as usize {
+            let bit = pl * 2 * vw + 2 * i + h;
+            // SAFETY: plane vector bit / 8 lies inside the record's high-bit planes.
+            let plane = _mm256_loadu_si256(r.add((vw + bit / 8) * 64 + self.half * 32) as *const _);
+            // Move bit `bit % 8` of every byte to bit 4 + pl of the same byte: a 16-bit shift
+            // by at most 4 left or 3 right brings no bit across a byte for the mask to keep.
+            let (from, to) = ((bit % 8) as i32, 4 + pl as i32);
+            let moved = if from <= to {
+                _mm256_sll_epi16(plane, _mm_cvtsi32_si128(to - from))
+            } else {
+                _mm256_srl_epi16(plane, _mm_cvtsi32_si128(from - to))
+            };
+            out = _mm256_or_si256(out, _mm256_and_si256(moved, _mm256_set1_epi8(1 << to)));
+        }
+        out
     }
 
     /// # Safety
@@ -117,20 +155,54 @@ impl Half<'_> {
             let r = group.add(b * rec);
             let mut d = [_mm256_setzero_si256(); T];
             // Two code vectors per step: their four `vpmaddubsw` sums still fit i16 (at most
-            // 4·2·15·127 = 15,240), so one `vpmaddwd` widens both.
+            // 4·2·15·127 = 15,240, or 31,496 for 5-bit codes), so one `vpmaddwd` widens both.
             for i in (0..block / 8).step_by(2) {
                 // SAFETY: half `half` of code vectors i and i + 1 of this record (block/8 is
                 // even), inside the group's data.
                 let v0 = _mm256_loadu_si256(r.add(i * 64 + self.half * 32) as *const _);
                 let v1 = _mm256_loadu_si256(r.add(i * 64 + 64 + self.half * 32) as *const _);
-                let (hi0, lo0) = (
+                let (mut hi0, mut lo0) = (
                     _mm256_and_si256(_mm256_srli_epi16::<4>(v0), mask),
                     _mm256_and_si256(v0, mask),
                 );
-                let (hi1, lo1) = (
+                let (mut hi1, mut lo1) = (
                     _mm256_and_si256(_mm256_srli_epi16::<4>(v1), mask),
                     _mm256_and_si256(v1, mask),
                 );
+                if p.form.hi_bits > 0 {
+                    hi0 = _mm256_or_si256(hi0, self.high_bits(r, i, 0));
+                    lo0 = _mm256_or_si256(lo0, self.high_bits(r, i, 1));
+                    hi1 = _mm256_or_si256(hi1, self.high_bits(r, i + 1, 0));
+                    lo1 = _mm256_or_si256(lo1, self.high_bits(r, i + 1, 1));
+                }
+                if p.form.hi_bits == 2 {
+                    // 6-bit codes: two `vpmaddubsw` sums reach 2·2·63·127 = 32,004, so each
+                    // pair is widened on its own.
+                    for (t, a) in ts.iter().enumerate() {
+                        // SAFETY: this block's activations, 8 per code dword, inside token t's.
+                        let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;
+                        let x0 = _mm256_set1_epi32(x.read_unaligned());
+                        let x1 = _mm256_set1_epi32(x.add(1).read_unaligned());
+                        let x2 = _mm256_set1_epi32(x.add(2).read_unaligned());
+                        let x3 = _mm256_set1_epi32(x.add(3).read_unaligned());
+                        let s0 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(hi0, x0),
+                            _mm256_maddubs_epi16(lo0, x1),
+                        );
+                        let s1 = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(hi1, x2),
+                            _mm256_maddubs_epi16(lo1, x3),
+                        );
+                        d[t] = _mm256_add_epi32(
+                            d[t],
+                            _mm256_add_epi32(
+                                _mm256_madd_epi16(s0, ones),
+                                _mm256_madd_epi16(s1, ones),
+                            ),
+                        );
+                    }
+                    continue;
+                }
                 for (t, a) in ts.iter().enumerate() {
                     // SAFETY: this block's activations, 8 per code dword, inside token t's.
                     let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;

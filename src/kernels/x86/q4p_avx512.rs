@@ -40,12 +40,17 @@ pub unsafe fn dot_rows_tokens(
                 };
                 if pair && nt == TOKENS {
                     match p.block {
+                        16 => job.run_pair::<2>(ts, out),
                         32 => job.run_pair::<4>(ts, out),
                         _ => job.run_pair::<8>(ts, out),
                     }
                     continue;
                 }
                 match (p.block, nt) {
+                    (16, 1) => job.run::<2, 1, 4>(ts, out),
+                    (16, 2) => job.run::<2, 2, 2>(ts, out),
+                    (16, 3) => job.run::<2, 3, 1>(ts, out),
+                    (16, _) => job.run::<2, 4, 1>(ts, out),
                     (32, 1) => job.run::<4, 1, 4>(ts, out),
                     (32, 2) => job.run::<4, 2, 2>(ts, out),
                     (32, 3) => job.run::<4, 3, 1>(ts, out),
@@ -104,6 +109,9 @@ impl Group<'_> {
                     let v = _mm512_loadu_si512(r.add((pass * DW + i) * 64) as *const _);
                     hi[i] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
                     lo[i] = _mm512_and_si512(v, mask);
+                    if p.form.hi_bits > 0 {
+                        add_high_bits(p, r, pass * DW + i, &mut hi[i], &mut lo[i]);
+                    }
                 }
                 for (t, a) in ts.iter().enumerate() {
                     // SAFETY: this block's activations, 8 per code dword, inside token t's.
@@ -119,9 +127,8 @@ impl Group<'_> {
                     }
                 }
             }
-            // SAFETY: the record ends with the 16 rows' f16 parameters.
-            let pr = r.add(block / 8 * 64);
-            let (s, m) = block_params(pr, p.sym);
+            // SAFETY: the record ends with the 16 rows' parameters.
+            let (s, m) = block_params(r.add(p.params_at()), p);
             for (t, a) in ts.iter().enumerate() {
                 let mut dt = d[t][0];
                 for c in 1..C {
@@ -169,6 +176,9 @@ impl Group<'_> {
                         let v = _mm512_loadu_si512(r[k].add((pass * DW + i) * 64) as *const _);
                         hi[k] = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
                         lo[k] = _mm512_and_si512(v, mask);
+                        if p.form.hi_bits > 0 {
+                            add_high_bits(p, r[k], pass * DW + i, &mut hi[k], &mut lo[k]);
+                        }
                     }
                     for (t, a) in ts.iter().enumerate() {
                         // SAFETY: this block's activations, 8 per code dword, inside token t's.
@@ -183,9 +193,8 @@ impl Group<'_> {
                 }
             }
             for k in 0..2 {
-                // SAFETY: the record ends with the 16 rows' f16 parameters.
-                let pr = r[k].add(block / 8 * 64);
-                let (s, m) = block_params(pr, p.sym);
+                // SAFETY: the record ends with the 16 rows' parameters.
+                let (s, m) = block_params(r[k].add(p.params_at()), p);
                 for (t, a) in ts.iter().enumerate() {
                     let sx = _mm512_set1_ps(*a.scale.get_unchecked(b));
                     let v = _mm512_cvtepi32_ps(d[t][k]);
@@ -208,21 +217,55 @@ impl Group<'_> {
     }
 }
 
-/// The 16 rows' scales `s` and offsets `m = z − 8s` (`−8s` when symmetric) of a block, from
-/// the f16 parameters at the end of its record: a decoded weight is `s·code + m`.
+/// The 16 rows' scales `s` and offsets `m = z − offset·s` (`−offset·s` when symmetric) of a
+/// block, from the parameters at the end of its record: a decoded weight is `s·code + m`.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F and F16C; `pr` points at the record's parameters (32 bytes
-/// of scales, or 32 of zero points then 32 of scales).
+/// The CPU must support AVX-512 F and F16C; `pr` points at the record's parameters (16
+/// scales, or 16 zero points then 16 scales; f16, or f32 when the form is wide).
 #[inline]
 #[target_feature(enable = "avx512f,f16c,fma")]
-pub(super) unsafe fn block_params(pr: *const u8, sym: bool) -> (__m512, __m512) {
-    if sym {
-        let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-        (s, _mm512_mul_ps(s, _mm512_set1_ps(-8.0)))
+pub(super) unsafe fn block_params(pr: *const u8, p: &PackedQ4) -> (__m512, __m512) {
+    let off = p.form.offset as f32;
+    let load = |at: usize| {
+        if p.form.wide {
+            _mm512_loadu_ps(pr.add(at * 2) as *const f32)
+        } else {
+            _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(at) as *const _))
+        }
+    };
+    if p.sym {
+        let s = load(0);
+        (s, _mm512_mul_ps(s, _mm512_set1_ps(-off)))
     } else {
-        let z = _mm512_cvtph_ps(_mm256_loadu_si256(pr as *const _));
-        let s = _mm512_cvtph_ps(_mm256_loadu_si256(pr.add(32) as *const _));
-        (s, _mm512_fnmadd_ps(_mm512_set1_ps(8.0), s, z))
+        let (z, s) = (load(0), load(32));
+        (s, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, z))
+    }
+}
+
+/// Adds the high-bit planes to code vector `i`'s two nibble halves (`hi`: the high nibbles,
+/// `lo`: the low), as `q4_packed::Form` lays them out.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW; `r` is a record of `p`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn add_high_bits(
+    p: &PackedQ4,
+    r: *const u8,
+    i: usize,
+    hi: &mut __m512i,
+    lo: &mut __m512i,
+) {
+    let vw = p.block / 8;
+    for pl in 0..p.form.hi_bits as usize {
+        let add = _mm512_set1_epi8(16 << pl);
+        for (h, v) in [&mut *hi, &mut *lo].into_iter().enumerate() {
+            let bit = pl * 2 * vw + 2 * i + h;
+            // SAFETY: plane vector bit / 8 lies inside the record's high-bit planes.
+            let plane = _mm512_loadu_si512(r.add((vw + bit / 8) * 64) as *const _);
+            let set = _mm512_test_epi8_mask(plane, _mm512_set1_epi8((1u8 << (bit % 8)) as i8));
+            *v = _mm512_mask_add_epi8(*v, set, *v, add);
+        }
     }
 }

@@ -52,11 +52,27 @@ impl Half<'_> {
             for i in 0..block / 8 {
                 // SAFETY: half `half` of code vector i of this record lies inside the group.
                 let v = _mm256_loadu_si256(r.add(i * 64 + self.half * 32) as *const _);
+                let vw = block / 8;
                 let code = |shift: i32| {
-                    _mm256_cvtepi32_ps(_mm256_and_si256(
-                        _mm256_srlv_epi32(v, _mm256_set1_epi32(shift)),
-                        nibble,
-                    ))
+                    let mut c =
+                        _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set1_epi32(shift)), nibble);
+                    // Codes wider than 4 bits: the high-bit planes' bits of this column.
+                    let (byte, h) = ((shift / 8) as usize, usize::from(shift % 8 == 0));
+                    for pl in 0..p.form.hi_bits as usize {
+                        let bit = pl * 2 * vw + 2 * i + h;
+                        // SAFETY: this half of plane vector bit / 8, inside the record.
+                        let plane = _mm256_loadu_si256(
+                            r.add((vw + bit / 8) * 64 + self.half * 32) as *const _
+                        );
+                        let at = _mm256_set1_epi32((8 * byte + bit % 8) as i32);
+                        let one =
+                            _mm256_and_si256(_mm256_srlv_epi32(plane, at), _mm256_set1_epi32(1));
+                        c = _mm256_or_si256(
+                            c,
+                            _mm256_sllv_epi32(one, _mm256_set1_epi32(4 + pl as i32)),
+                        );
+                    }
+                    _mm256_cvtepi32_ps(c)
                 };
                 // Column j of the dword: byte j/2, high nibble first.
                 let c = [

@@ -73,16 +73,20 @@ impl Group<'_> {
                 // SAFETY: code vector i of this record lies inside the group's data.
                 let v = _mm512_loadu_si512(r.add(i * 64) as *const _);
                 // Column j of the dword: byte j/2, high nibble first.
-                let c = [
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), lut),
-                    _mm512_permutexvar_ps(v, lut),
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<12>(v), lut),
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<8>(v), lut),
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<20>(v), lut),
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<16>(v), lut),
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<28>(v), lut),
-                    _mm512_permutexvar_ps(_mm512_srli_epi32::<24>(v), lut),
-                ];
+                let c = if p.form.hi_bits > 0 {
+                    wide_codes(p, r, i, v)
+                } else {
+                    [
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), lut),
+                        _mm512_permutexvar_ps(v, lut),
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<12>(v), lut),
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<8>(v), lut),
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<20>(v), lut),
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<16>(v), lut),
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<28>(v), lut),
+                        _mm512_permutexvar_ps(_mm512_srli_epi32::<24>(v), lut),
+                    ]
+                };
                 for (t, dt) in d.iter_mut().enumerate() {
                     // SAFETY: 8 values of token t0 + t inside x (checked by the caller).
                     let xp = x.as_ptr().add((self.t0 + t) * cols + b * block + i * 8);
@@ -92,9 +96,8 @@ impl Group<'_> {
                     }
                 }
             }
-            // SAFETY: the record ends with the 16 rows' f16 parameters.
-            let pr = r.add(block / 8 * 64);
-            let (s, m) = block_params(pr, p.sym);
+            // SAFETY: the record ends with the 16 rows' parameters.
+            let (s, m) = block_params(r.add(p.params_at()), p);
             for (t, dt) in d.iter().enumerate() {
                 let mut dot = dt[0];
                 for a in &dt[1..] {
@@ -111,4 +114,38 @@ impl Group<'_> {
             _mm512_storeu_ps(o, *a);
         }
     }
+}
+
+/// The 8 columns of code vector `i` as f32 for codes wider than 4 bits: each nibble with its
+/// high-bit planes' bits added (`q4_packed::Form`), then converted.
+///
+/// # Safety
+/// The CPU must support AVX-512 F; `r` is a record of `p` and `v` its code vector `i`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn wide_codes(p: &PackedQ4, r: *const u8, i: usize, v: __m512i) -> [__m512; 8] {
+    let vw = p.block / 8;
+    let nibble = _mm512_set1_epi32(0xF);
+    let mut c = [_mm512_setzero_ps(); 8];
+    for (j, cj) in c.iter_mut().enumerate() {
+        let (byte, h) = (j / 2, j % 2);
+        let shift = 8 * byte as u32 + if h == 0 { 4 } else { 0 };
+        let mut code = _mm512_and_si512(
+            _mm512_srlv_epi32(v, _mm512_set1_epi32(shift as i32)),
+            nibble,
+        );
+        for pl in 0..p.form.hi_bits as usize {
+            let bit = pl * 2 * vw + 2 * i + h;
+            // SAFETY: plane vector bit / 8 lies inside the record's high-bit planes.
+            let plane = _mm512_loadu_si512(r.add((vw + bit / 8) * 64) as *const _);
+            let at = _mm512_set1_epi32((8 * byte + bit % 8) as i32);
+            let one = _mm512_and_si512(_mm512_srlv_epi32(plane, at), _mm512_set1_epi32(1));
+            code = _mm512_or_si512(
+                code,
+                _mm512_slli_epi32::<4>(_mm512_sllv_epi32(one, _mm512_set1_epi32(pl as i32))),
+            );
+        }
+        *cj = _mm512_cvtepi32_ps(code);
+    }
+    c
 }

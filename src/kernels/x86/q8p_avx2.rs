@@ -1,8 +1,8 @@
 //! The 16-row interleaved Q8 layout (see `kernels::q8_packed`) with AVX2, half a group (8
 //! rows, 32 bytes of each code vector) at a time. `vpmaddubsw` wants an unsigned operand, and
 //! the stored `q + 128` against a signed activation could overflow its i16 pair sums, so
-//! the codes are turned back to signed (`^ 0x80`) and multiplied as `|x| · (q · sign x)`:
-//! pair sums at most 2·127·127, exact. Then `vpmaddwd` against ones widens to i32; a block
+//! the codes are turned back to signed (`^ 0x80`) and multiplied as `|q| · (x · sign q)`:
+//! pair sums at most 2·128·127, exact. Then `vpmaddwd` against ones widens to i32; a block
 //! ends in one multiply-add per token for the 8 rows' scales.
 
 use crate::kernels::act::QuantActs;
@@ -69,12 +69,15 @@ unsafe fn run<const T: usize>(
                 _mm256_loadu_si256(r.add(i * 64 + half * 32) as *const _),
                 flip,
             );
+            // |q| as the unsigned operand: a code of −128 (possible in a GGUF's Q8_0) is 128
+            // there, where negating it would wrap.
+            let wa = _mm256_abs_epi8(w);
             for (t, a) in ts.iter().enumerate() {
                 // SAFETY: activations 4i..4i + 4 of this block, inside token t's.
                 let x = _mm256_set1_epi32(
                     (a.q.as_ptr().add(b * block + i * 4) as *const i32).read_unaligned(),
                 );
-                let prod = _mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(w, x));
+                let prod = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(x, w));
                 d[t] = _mm256_add_epi32(d[t], _mm256_madd_epi16(prod, ones));
             }
         }

@@ -1,0 +1,71 @@
+//! How work is split across threads: bands of rows on the worker pool (decode) or rayon
+//! (prefill), sized so every core stays busy and no task is too small to be worth its dispatch.
+
+use crate::kernels;
+use rayon::prelude::*;
+
+/// Prefill-sized batches: bands of `band` rows on rayon, `f(first, count, part)` filling
+/// `part` (`n × count`, token-major), each part copied into `y` (`n × rows`).
+pub(super) fn rayon_bands(
+    rows: usize,
+    band: usize,
+    n: usize,
+    y: &mut [f32],
+    f: impl Fn(usize, usize, &mut [f32]) + Sync,
+) {
+    let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(band))
+        .into_par_iter()
+        .map(|b| {
+            let first = b * band;
+            let count = band.min(rows - first);
+            let mut part = vec![0.0f32; n * count];
+            f(first, count, &mut part);
+            (first, part)
+        })
+        .collect();
+    for (first, part) in parts {
+        let count = part.len() / n;
+        for (t, r) in part.chunks_exact(count).enumerate() {
+            y[t * rows + first..t * rows + first + count].copy_from_slice(r);
+        }
+    }
+}
+
+/// Rows per band when `rows` rows of `work` multiply-adds each are split over `threads`: a
+/// few bands per thread so every core stays busy, none under about 16K multiply-adds so
+/// dispatch stays cheap, and a multiple of `align` (the packed layouts' 16-row groups).
+pub(super) fn band_rows(rows: usize, work: usize, threads: usize, align: usize) -> usize {
+    rows.div_ceil(threads * 4)
+        .max((16384 / work.max(1)).max(4))
+        .next_multiple_of(align)
+}
+
+/// Runs `f(first_row, outputs)` over bands of `y` on the worker pool: a few bands per thread
+/// so both cores stay busy, none smaller than about 16K multiply-adds so dispatch stays cheap.
+pub(super) fn par_rows(
+    y: &mut [f32],
+    cols: usize,
+    align: usize,
+    f: impl Fn(usize, &mut [f32]) + Sync,
+) {
+    let pool = kernels::pool::global();
+    let threads = pool.threads();
+    let band = band_rows(y.len(), cols, threads, align);
+    if band >= y.len() || threads == 1 {
+        return f(0, y);
+    }
+    // Read once: this runs for every mat-vec of every token.
+    static RAYON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *RAYON.get_or_init(|| std::env::var("POCKET_POOL").is_ok_and(|v| v == "rayon")) {
+        return y
+            .par_chunks_mut(band)
+            .enumerate()
+            .for_each(|(i, ys)| f(i * band, ys));
+    }
+    let bands: Vec<std::sync::Mutex<&mut [f32]>> =
+        y.chunks_mut(band).map(std::sync::Mutex::new).collect();
+    pool.run(bands.len(), &|i| {
+        let mut ys = bands[i].lock().unwrap_or_else(|e| e.into_inner());
+        f(i * band, &mut ys);
+    });
+}

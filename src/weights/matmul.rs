@@ -1,0 +1,432 @@
+//! Products with a [`Matrix`]: one token (`matvec`, a group of matrices on one input), and
+//! batches (`matmul`: prefill, perplexity, batched decoding), each on the kernel the matrix's
+//! storage takes.
+
+use super::bands::{band_rows, par_rows, rayon_bands};
+use super::{IntKernel, Matrix};
+use crate::kernels::dense::{self as dense_kernel, DenseMatrix};
+use crate::kernels::q4_packed::{self, PackedQ4};
+use crate::kernels::{self, act::QuantActs};
+use rayon::prelude::*;
+
+impl Matrix {
+    /// `y = W x`, rows split across the thread pool.
+    pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
+        assert!(x.len() == self.cols && y.len() == self.rows);
+        if let Some(k) = self.int8_kernel() {
+            let isa = kernels::active();
+            let mut a = QuantActs::default();
+            a.quantize(x, k.block(), k.chunk(isa));
+            par_rows(y, self.cols, k.align(), |first, ys| {
+                k.dot_rows(isa, first, &a, ys)
+            });
+            return;
+        }
+        if let Some(p) = self.w4a16_kernel() {
+            let isa = kernels::active();
+            let sums = q4_packed::block_sums(x, p.block);
+            return par_rows(y, self.cols, q4_packed::GROUP, |first, ys| {
+                q4_packed::dot_rows_f32(isa, p, first, ys.len(), x, &sums, ys)
+            });
+        }
+        if let Some(d) = self.dense_kernel() {
+            let isa = kernels::active();
+            return par_rows(y, self.cols, 1, |first, ys| {
+                dense_kernel::rows_tokens(isa, &d, first, ys.len(), x, 1, ys)
+            });
+        }
+        par_rows(y, self.cols, 1, |first, ys| {
+            let mut row = vec![0.0f32; self.cols];
+            for (i, yi) in ys.iter_mut().enumerate() {
+                self.row(first + i, &mut row);
+                *yi = crate::ops::dot(&row, x);
+            }
+        });
+    }
+
+    /// `ys[i] = ms[i] x` for matrices that read the same input (q/k/v, gate/up): with int8
+    /// activations of one block size, `x` is quantized once and every matrix's row bands go
+    /// to the worker pool as one job (one wake-up and one wait instead of one per matrix).
+    pub fn matvec_group(ms: &[&Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
+        assert_eq!(ms.len(), ys.len());
+        let kernels: Option<Vec<IntKernel>> = ms.iter().map(|m| m.int8_kernel()).collect();
+        let isa = kernels::active();
+        let same = kernels.as_ref().filter(|ks| {
+            ks.windows(2)
+                .all(|w| w[0].block() == w[1].block() && w[0].chunk(isa) == w[1].chunk(isa))
+        });
+        let Some(ks) = same else {
+            for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                m.matvec(x, y);
+            }
+            return;
+        };
+        for (m, y) in ms.iter().zip(ys.iter()) {
+            assert!(x.len() == m.cols && y.len() == m.rows);
+        }
+        let mut a = QuantActs::default();
+        a.quantize(x, ks[0].block(), ks[0].chunk(isa));
+        let pool = kernels::pool::global();
+        let threads = pool.threads();
+        let mut bands: Vec<(usize, usize, std::sync::Mutex<&mut [f32]>)> = Vec::new();
+        for (i, y) in ys.iter_mut().enumerate() {
+            let band = band_rows(y.len(), ms[i].cols, threads, ks[i].align());
+            for (b, chunk) in y.chunks_mut(band).enumerate() {
+                bands.push((i, b * band, std::sync::Mutex::new(chunk)));
+            }
+        }
+        pool.run(bands.len(), &|t| {
+            let (i, first, ref out) = bands[t];
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            ks[i].dot_rows(isa, first, &a, &mut out);
+        });
+    }
+
+    /// `Y = X Wᵀ` for a batch of `n` activation rows (`x`: n × cols, `y`: n × rows): each
+    /// weight row is read once for many tokens (prefill, perplexity, batched decoding).
+    pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        Matrix::matmul_group(&[self], x, n, &mut [y]);
+    }
+
+    /// `ys[i] = X msᵢᵀ` for matrices that read the same `n` input rows (q/k/v, gate/up).
+    ///
+    /// Prefill-sized batches on the int8 or dense kernels are split by tokens: each rayon
+    /// task takes a run of tokens, quantizes their activations once for every matrix, and
+    /// writes its rows of each output in place. A task streams the whole of each matrix from
+    /// the L3 (a layer's matrices are a few MB), so no output is assembled from parts and no
+    /// activation is quantized twice. Matrices too large for the cache (the vocabulary
+    /// head), small batches and the reference path take [`Matrix::matmul_bands`].
+    pub fn matmul_group(ms: &[&Matrix], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
+        assert_eq!(ms.len(), ys.len());
+        for (m, y) in ms.iter().zip(ys.iter()) {
+            assert!(x.len() == n * m.cols && y.len() == n * m.rows);
+        }
+        let isa = kernels::active();
+        let kernels: Option<Vec<BatchKernel>> = ms
+            .iter()
+            .map(|m| {
+                if n <= SMALL_BATCH || m.stored_bytes() > TOKEN_SPLIT_MAX_BYTES {
+                    return None;
+                }
+                m.int8_kernel()
+                    .map(BatchKernel::Int)
+                    .or_else(|| m.w4a16_kernel().map(BatchKernel::W4A16))
+                    .or_else(|| m.dense_kernel().map(BatchKernel::Dense))
+            })
+            .collect();
+        let Some(ks) = kernels else {
+            for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                m.matmul_bands(x, n, y);
+            }
+            return;
+        };
+        let cols = ms[0].cols;
+        let chunk = token_chunk(n, rayon::current_num_threads());
+        // tasks[c][i]: tokens of chunk c in output i.
+        let mut tasks: Vec<Vec<&mut [f32]>> = (0..n.div_ceil(chunk)).map(|_| Vec::new()).collect();
+        for (m, y) in ms.iter().zip(ys.iter_mut()) {
+            for (c, part) in y.chunks_mut(chunk * m.rows).enumerate() {
+                tasks[c].push(part);
+            }
+        }
+        tasks.into_par_iter().enumerate().for_each(|(c, mut outs)| {
+            let (t0, nt) = (c * chunk, chunk.min(n - c * chunk));
+            let xc = &x[t0 * cols..(t0 + nt) * cols];
+            // Activations quantized once per (block, chunk) layout among the group.
+            let mut quantized: Vec<((usize, usize), Vec<QuantActs>)> = Vec::new();
+            for ((k, m), out) in ks.iter().zip(ms).zip(outs.iter_mut()) {
+                match k {
+                    BatchKernel::Int(k) => {
+                        let key = (k.block(), k.chunk(isa));
+                        let at = match quantized.iter().position(|(q, _)| *q == key) {
+                            Some(at) => at,
+                            None => {
+                                let acts = xc
+                                    .chunks_exact(cols)
+                                    .map(|xt| {
+                                        let mut a = QuantActs::default();
+                                        a.quantize(xt, key.0, key.1);
+                                        a
+                                    })
+                                    .collect();
+                                quantized.push((key, acts));
+                                quantized.len() - 1
+                            }
+                        };
+                        k.dot_rows_tokens(isa, 0, m.rows, &quantized[at].1, out);
+                    }
+                    BatchKernel::W4A16(p) => {
+                        let sums = q4_packed::block_sums(xc, p.block);
+                        q4_packed::dot_rows_f32(isa, p, 0, m.rows, xc, &sums, out)
+                    }
+                    BatchKernel::Dense(d) => {
+                        dense_kernel::rows_tokens(isa, d, 0, m.rows, xc, nt, out)
+                    }
+                }
+            }
+        });
+    }
+
+    /// [`Matrix::matmul`] split by rows: every weight row is read once for the whole batch.
+    fn matmul_bands(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        if let Some(k) = self.int8_kernel() {
+            return self.matmul_int8(&k, x, n, y);
+        }
+        if let Some(p) = self.w4a16_kernel() {
+            let (isa, sums) = (kernels::active(), q4_packed::block_sums(x, p.block));
+            let f = |first, count, part: &mut [f32]| {
+                q4_packed::dot_rows_f32(isa, p, first, count, x, &sums, part)
+            };
+            return if n <= SMALL_BATCH {
+                self.pool_bands(n, y, q4_packed::GROUP, f)
+            } else {
+                rayon_bands(self.rows, 64, n, y, f)
+            };
+        }
+        if let Some(d) = self.dense_kernel() {
+            return self.matmul_dense(&d, x, n, y);
+        }
+        if n <= SMALL_BATCH {
+            return self.matmul_f32_small(x, n, y);
+        }
+        let (rows, cols) = (self.rows, self.cols);
+        const TILE: usize = 16;
+        let parts: Vec<(usize, Vec<f32>)> = (0..rows.div_ceil(TILE))
+            .into_par_iter()
+            .map(|chunk| {
+                let first = chunk * TILE;
+                let count = TILE.min(rows - first);
+                let mut w = vec![0.0f32; count * cols];
+                for (i, wr) in w.chunks_exact_mut(cols).enumerate() {
+                    self.row(first + i, wr);
+                }
+                let mut part = vec![0.0f32; count * n];
+                crate::kernels::f32_tile::tile(&w, count, x, n, cols, &mut part);
+                (first, part)
+            })
+            .collect();
+        for (first, part) in parts {
+            for (i, r) in part.chunks_exact(n).enumerate() {
+                for (t, &v) in r.iter().enumerate() {
+                    y[t * rows + first + i] = v;
+                }
+            }
+        }
+    }
+
+    /// Batched int8 path: every token's activations are quantized once; each task takes a
+    /// band of rows (which stays in cache) across all tokens.
+    fn matmul_int8(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
+        let (rows, cols) = (self.rows, self.cols);
+        let isa = kernels::active();
+        if n <= SMALL_BATCH {
+            return self.matmul_int8_small(k, x, n, y);
+        }
+        let acts: Vec<QuantActs> = x
+            .par_chunks_exact(cols)
+            .map(|xt| {
+                let mut a = QuantActs::default();
+                a.quantize(xt, k.block(), k.chunk(isa));
+                a
+            })
+            .collect();
+        rayon_bands(rows, 64, n, y, |first, count, part| {
+            k.dot_rows_tokens(isa, first, count, &acts, part)
+        });
+    }
+}
+
+/// A batched kernel that can take any run of tokens against the whole matrix.
+enum BatchKernel<'a> {
+    Int(IntKernel<'a>),
+    W4A16(&'a PackedQ4),
+    Dense(DenseMatrix<'a>),
+}
+
+/// Matrices up to this size are split by tokens in prefill (each task reads all of it, from
+/// the L3); larger ones (a 65,536-row head) by rows, so they are read from memory once.
+const TOKEN_SPLIT_MAX_BYTES: usize = 8 << 20;
+
+/// Tokens per prefill task: about four tasks per thread so both cores finish together, a
+/// multiple of the kernels' 4-token tiles, and at least 16 so each task reuses the weights it
+/// reads.
+fn token_chunk(n: usize, threads: usize) -> usize {
+    n.div_ceil(threads.max(1) * 4).next_multiple_of(4).max(16)
+}
+
+/// Batches up to this many tokens (decoding several sequences at once) take the decode
+/// route: the worker pool over row bands, as a mat-vec does, instead of rayon.
+const SMALL_BATCH: usize = 16;
+
+impl Matrix {
+    /// A few tokens at once (batched decode): activations quantized once on this thread, row
+    /// bands on the worker pool (spin-then-park, no per-call rayon scheduling), each band
+    /// running the batched kernel over every token.
+    fn matmul_int8_small(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
+        let isa = kernels::active();
+        let acts: Vec<QuantActs> = x
+            .chunks_exact(self.cols)
+            .map(|xt| {
+                let mut a = QuantActs::default();
+                a.quantize(xt, k.block(), k.chunk(isa));
+                a
+            })
+            .collect();
+        self.pool_bands(n, y, k.align(), |first, count, part| {
+            k.dot_rows_tokens(isa, first, count, &acts, part)
+        });
+    }
+
+    /// Dense weights straight from their bytes: a few tokens on the worker pool (batched
+    /// decode), more on rayon in bands of rows that stay in cache across the tokens.
+    fn matmul_dense(&self, d: &DenseMatrix, x: &[f32], n: usize, y: &mut [f32]) {
+        let isa = kernels::active();
+        if n <= SMALL_BATCH {
+            return self.pool_bands(n, y, 1, |first, count, part| {
+                dense_kernel::rows_tokens(isa, d, first, count, x, n, part)
+            });
+        }
+        rayon_bands(self.rows, 32, n, y, |first, count, part| {
+            dense_kernel::rows_tokens(isa, d, first, count, x, n, part)
+        });
+    }
+
+    /// Dense weights, a few tokens at once: rows decoded to f32 once per band, on the pool.
+    fn matmul_f32_small(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        let cols = self.cols;
+        self.pool_bands(n, y, 1, |first, count, part| {
+            let mut w = vec![0.0f32; count * cols];
+            for (i, wr) in w.chunks_exact_mut(cols).enumerate() {
+                self.row(first + i, wr);
+            }
+            let mut t = vec![0.0f32; count * n];
+            crate::kernels::f32_tile::tile(&w, count, x, n, cols, &mut t);
+            // `tile` writes row-major by weight row; bands hand back token-major parts.
+            for (i, r) in t.chunks_exact(n).enumerate() {
+                for (tk, &v) in r.iter().enumerate() {
+                    part[tk * count + i] = v;
+                }
+            }
+        });
+    }
+
+    /// Splits the rows into bands on the worker pool; `f(first, count, part)` fills `part`
+    /// (`n × count`, token-major) for rows `first..first + count`, which lands in `y`.
+    fn pool_bands(
+        &self,
+        n: usize,
+        y: &mut [f32],
+        align: usize,
+        f: impl Fn(usize, usize, &mut [f32]) + Sync,
+    ) {
+        let (rows, cols) = (self.rows, self.cols);
+        let pool = kernels::pool::global();
+        let band = band_rows(rows, cols * n, pool.threads(), align);
+        let bands = rows.div_ceil(band);
+        let parts: Vec<std::sync::Mutex<Vec<f32>>> = (0..bands)
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        pool.run(bands, &|b| {
+            let first = b * band;
+            let count = band.min(rows - first);
+            let mut part = vec![0.0f32; n * count];
+            f(first, count, &mut part);
+            *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
+        });
+        for (b, part) in parts.into_iter().enumerate() {
+            let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
+            let (first, count) = (b * band, part.len() / n);
+            for (t, r) in part.chunks_exact(count).enumerate() {
+                y[t * rows + first..t * rows + first + count].copy_from_slice(r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::testutil::Rng;
+    use pocket_formats::bytes::ByteView;
+    use pocket_formats::quant::{q4, q4::Options, q8, search::Method, QuantType};
+
+    /// A matrix over `bytes`, mapped from a temporary file as the loaders map model files.
+    fn matrix(
+        dir: &tempfile::TempDir,
+        rows: usize,
+        cols: usize,
+        q: QuantType,
+        bytes: &[u8],
+    ) -> Matrix {
+        let path = dir
+            .path()
+            .join(format!("{q}-{rows}x{cols}.bin").replace(['/', ' '], "_"));
+        std::fs::write(&path, bytes).unwrap();
+        Matrix::new("w", rows, cols, q, ByteView::map_file(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn prefill_split_by_tokens_equals_split_by_rows_and_per_token_products() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(5);
+        let (rows, cols, n) = (48, 256, 37);
+        let w = rng.vec(rows * cols, 1.0);
+        let x = rng.vec(n * cols, 2.0);
+        let q4 = |block, sym| {
+            let opt = Options {
+                block,
+                sym,
+                method: Method::Rtn,
+                grid: false,
+                importance: None,
+            };
+            q4::quantize(&w, rows, cols, opt).bytes
+        };
+        let bf16: Vec<u8> = w
+            .iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+            .collect();
+        let cases = [
+            (
+                QuantType::Q4 {
+                    block: 64,
+                    sym: false,
+                },
+                q4(64, false),
+            ),
+            (
+                QuantType::Q4 {
+                    block: 32,
+                    sym: true,
+                },
+                q4(32, true),
+            ),
+            (
+                QuantType::Q8 { block: 64 },
+                q8::quantize(&w, rows, cols, 64).0,
+            ),
+            (QuantType::BF16, bf16),
+        ];
+        for (q, bytes) in cases {
+            let m = matrix(&dir, rows, cols, q, &bytes);
+            // Two matrices in one group, as q/k/v are.
+            let mut a = vec![0.0; n * rows];
+            let mut b = vec![0.0; n * rows];
+            Matrix::matmul_group(&[&m, &m], &x, n, &mut [&mut a, &mut b]);
+            let mut bands = vec![0.0; n * rows];
+            m.matmul_bands(&x, n, &mut bands);
+            assert_eq!(a, bands, "{q}: tokens vs rows");
+            assert_eq!(a, b, "{q}: group members");
+            let mut y = vec![0.0; rows];
+            for t in 0..n {
+                m.matvec(&x[t * cols..(t + 1) * cols], &mut y);
+                for (r, (&got, &want)) in a[t * rows..(t + 1) * rows].iter().zip(&y).enumerate() {
+                    assert!(
+                        (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                        "{q} t={t} r={r}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

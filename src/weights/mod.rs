@@ -1,0 +1,383 @@
+//! Weight matrices by storage type. The model code only calls [`Matrix::matvec`] and
+//! [`Matrix::row`]; which kernel runs is decided here by the storage kind, so new storage
+//! types and SIMD kernels slot in without touching the forward pass.
+//!
+//! - this file: [`Matrix`], its storage forms and the kernel each form takes;
+//! - `matmul.rs`: mat-vec and batched products, scheduled on the worker pool or rayon;
+//! - `bands.rs`: how rows and tokens are split across threads;
+//! - `ggml.rs`: a GGUF's quantized types carried into the packed layouts, losslessly;
+//! - `source.rs`: [`WeightSource`], the tensors of each file kind by HF name.
+
+mod bands;
+mod ggml;
+mod matmul;
+mod source;
+
+pub use source::WeightSource;
+
+use crate::kernels::act::QuantActs;
+use crate::kernels::dense::{DenseKind, DenseMatrix};
+use crate::kernels::q4_packed::{self, PackedQ4};
+use crate::kernels::q8_packed::{self, PackedQ8};
+use crate::kernels::{self, q4::Q4Matrix, q8::Q8Matrix, Activations, Isa};
+use crate::Error;
+use pocket_formats::bytes::ByteView;
+use pocket_formats::gguf::{ggml as ggml_blocks, GgmlType};
+use pocket_formats::pocket::Layout;
+use pocket_formats::quant::{dense, q4, q8, QuantType};
+use std::sync::Arc;
+
+/// How a matrix's bytes encode its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// Our storage types (`.pocket`, and F32/F16/BF16 from safetensors).
+    Pocket(QuantType),
+    /// ggml block types, as stored in GGUF files.
+    Ggml(GgmlType),
+}
+
+/// A row-major `[rows, cols]` matrix; `rows` is the output dimension of a linear layer.
+pub struct Matrix {
+    pub name: String,
+    pub rows: usize,
+    pub cols: usize,
+    pub encoding: Encoding,
+    data: ByteView,
+    /// Stored row of each logical row, when the file orders rows differently (llama.cpp's
+    /// q/k layout for `llama`).
+    row_map: Option<Arc<[u32]>>,
+    /// Q4 and Q8 weights repacked 16 rows at a time for the AVX2 and AVX-512 kernels (see
+    /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
+    packed: Option<Packed>,
+}
+
+/// A matrix repacked for the SIMD kernels.
+enum Packed {
+    Q4(PackedQ4),
+    Q8(PackedQ8),
+}
+
+impl Matrix {
+    /// Wraps stored bytes, checking that their length fits `dtype` and the shape.
+    pub fn new(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: QuantType,
+        data: ByteView,
+    ) -> Result<Matrix, Error> {
+        match dtype.byte_size(rows, cols) {
+            Some(n) if n == data.len() => {
+                let isa = kernels::active();
+                let packed = match dtype {
+                    QuantType::Q4 { block, sym } if isa >= Isa::Avx2 => {
+                        let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
+                        PackedQ4::pack(&w).map(Packed::Q4)
+                    }
+                    QuantType::Q8 { block } if isa >= Isa::Avx2 => {
+                        let (codes, scales) = data.as_slice().split_at(rows * cols);
+                        PackedQ8::pack(&Q8Matrix {
+                            codes,
+                            scales,
+                            rows,
+                            cols,
+                            block,
+                        })
+                        .map(Packed::Q8)
+                    }
+                    _ => None,
+                };
+                if packed.is_some() {
+                    // The packed copy replaces the mapped bytes: hand their pages back.
+                    data.release();
+                }
+                Ok(Matrix::stored(name, rows, cols, dtype, data, packed))
+            }
+            _ => Err(Error::Invalid(format!(
+                "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
+                data.len()
+            ))),
+        }
+    }
+
+    /// A `.pocket` matrix: row-major bytes go through [`Matrix::new`]; Q4/Q8 bytes stored in the
+    /// kernels' `rows16` layout are used where they are mapped (every ISA reads that layout;
+    /// the scalar path through the packed kernels' twins).
+    pub fn from_pocket(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: QuantType,
+        layout: Layout,
+        data: ByteView,
+    ) -> Result<Matrix, Error> {
+        if layout == Layout::Rows {
+            return Matrix::new(name, rows, cols, dtype, data);
+        }
+        let packed = match dtype {
+            QuantType::Q4 { block, sym } => {
+                PackedQ4::mapped(data.clone(), rows, cols, block, sym).map(Packed::Q4)
+            }
+            QuantType::Q8 { block } => {
+                PackedQ8::mapped(data.clone(), rows, cols, block).map(Packed::Q8)
+            }
+            _ => None,
+        };
+        let Some(packed) = packed else {
+            return Err(Error::Invalid(format!(
+                "tensor `{name}`: {} bytes in layout rows16 do not hold a [{rows}, {cols}] {dtype} matrix",
+                data.len()
+            )));
+        };
+        // `data` holds the same bytes in the packed order: every read goes through `packed`.
+        Ok(Matrix::stored(name, rows, cols, dtype, data, Some(packed)))
+    }
+
+    fn stored(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        dtype: QuantType,
+        data: ByteView,
+        packed: Option<Packed>,
+    ) -> Matrix {
+        Matrix {
+            name: name.into(),
+            rows,
+            cols,
+            encoding: Encoding::Pocket(dtype),
+            data,
+            row_map: None,
+            packed,
+        }
+    }
+
+    /// A matrix of ggml blocks; `row_map[r]` is the stored row holding logical row `r`.
+    pub fn ggml(
+        name: &str,
+        rows: usize,
+        cols: usize,
+        ty: GgmlType,
+        data: ByteView,
+        row_map: Option<Vec<u32>>,
+    ) -> Result<Matrix, Error> {
+        let ok = ty
+            .bytes_for(cols as u64)
+            .and_then(|b| b.checked_mul(rows as u64))
+            == Some(data.len() as u64)
+            && row_map
+                .as_ref()
+                .is_none_or(|m| m.len() == rows && m.iter().all(|&r| (r as usize) < rows));
+        if !ok {
+            return Err(Error::Invalid(format!(
+                "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {} matrix",
+                data.len(),
+                ty.name()
+            )));
+        }
+        // Quantized types go into the packed layouts (rows in logical order), losslessly.
+        let packed = ggml::pack(ty, rows, cols, data.as_slice(), row_map.as_deref());
+        if packed.is_some() {
+            // The packed copy replaces the mapped bytes: hand their pages back.
+            data.release();
+        }
+        Ok(Matrix {
+            name: name.into(),
+            rows,
+            cols,
+            encoding: Encoding::Ggml(ty),
+            data,
+            row_map: if packed.is_some() {
+                None
+            } else {
+                row_map.map(Into::into)
+            },
+            packed,
+        })
+    }
+
+    /// A short name of the storage type, for reports.
+    pub fn type_name(&self) -> String {
+        match self.encoding {
+            Encoding::Pocket(q) => q.to_string(),
+            Encoding::Ggml(t) => t.name().to_string(),
+        }
+    }
+
+    /// Row `r` decoded to f32 (an embedding lookup; also the reference matvec's inner step).
+    pub fn row(&self, r: usize, out: &mut [f32]) {
+        assert!(r < self.rows && out.len() == self.cols);
+        match &self.packed {
+            Some(Packed::Q4(p)) => return p.row(r, out),
+            Some(Packed::Q8(p)) => return p.row(r, out),
+            None => {}
+        }
+        let r = self.row_map.as_ref().map_or(r, |m| m[r] as usize);
+        let (rows, cols) = (self.rows, self.cols);
+        let b = self.data.as_slice();
+        let dtype = match self.encoding {
+            Encoding::Pocket(q) => q,
+            Encoding::Ggml(t) => {
+                let row_bytes = t.bytes_for(cols as u64).expect("checked at construction") as usize;
+                return ggml_blocks::dequantize(t, &b[r * row_bytes..(r + 1) * row_bytes], out);
+            }
+        };
+        match dtype {
+            QuantType::F32 => dense::decode_f32(&b[r * cols * 4..][..cols * 4], out),
+            QuantType::F16 => dense::decode_f16(&b[r * cols * 2..][..cols * 2], out),
+            QuantType::BF16 => dense::decode_bf16(&b[r * cols * 2..][..cols * 2], out),
+            QuantType::Q8 { block } => {
+                let (codes, scales) = b.split_at(rows * cols);
+                let nb = cols / block;
+                q8::dequantize_row(
+                    &codes[r * cols..][..cols],
+                    &scales[r * nb * 2..][..nb * 2],
+                    block,
+                    out,
+                )
+            }
+            QuantType::Q4 { block, sym } => {
+                let (codes, params) = q4::planes(b, rows, cols);
+                let pl = cols / block * q4::param_bytes(sym);
+                q4::dequantize_row(
+                    &codes[r * cols / 2..][..cols / 2],
+                    &params[r * pl..][..pl],
+                    block,
+                    sym,
+                    out,
+                )
+            }
+        }
+    }
+
+    /// The SIMD view of an f32/f16/bf16 matrix, on CPUs with the AVX-512 dense kernel (others
+    /// keep the decode-then-tile path, whose AVX2 tile is faster than the scalar twin).
+    fn dense_kernel(&self) -> Option<DenseMatrix<'_>> {
+        if kernels::active() < Isa::Avx512 || self.row_map.is_some() {
+            return None;
+        }
+        let kind = match self.encoding {
+            Encoding::Pocket(QuantType::F32) | Encoding::Ggml(GgmlType::F32) => DenseKind::F32,
+            Encoding::Pocket(QuantType::F16) | Encoding::Ggml(GgmlType::F16) => DenseKind::F16,
+            Encoding::Pocket(QuantType::BF16) | Encoding::Ggml(GgmlType::BF16) => DenseKind::BF16,
+            _ => return None,
+        };
+        Some(DenseMatrix {
+            bytes: self.data.as_slice(),
+            rows: self.rows,
+            cols: self.cols,
+            kind,
+        })
+    }
+
+    /// The packed Q4 matrix, when activations stay in f32 (W4A16 kernels).
+    fn w4a16_kernel(&self) -> Option<&PackedQ4> {
+        match &self.packed {
+            Some(Packed::Q4(p)) if kernels::activations() == Activations::F32 => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
+    fn int8_kernel(&self) -> Option<IntKernel<'_>> {
+        if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
+            return None;
+        }
+        match &self.packed {
+            Some(Packed::Q4(p)) => return Some(IntKernel::Q4Packed(p)),
+            Some(Packed::Q8(p)) => return Some(IntKernel::Q8Packed(p)),
+            None => {}
+        }
+        let b = self.data.as_slice();
+        let (rows, cols) = (self.rows, self.cols);
+        match self.encoding {
+            Encoding::Pocket(QuantType::Q4 { block, sym }) => Some(IntKernel::Q4(
+                Q4Matrix::from_bytes(b, rows, cols, block, sym),
+            )),
+            Encoding::Pocket(QuantType::Q8 { block }) => {
+                let (codes, scales) = b.split_at(rows * cols);
+                Some(IntKernel::Q8(Q8Matrix {
+                    codes,
+                    scales,
+                    rows,
+                    cols,
+                    block,
+                }))
+            }
+            _ => None,
+        }
+    }
+
+    /// Bytes of the weights as the kernels read them.
+    fn stored_bytes(&self) -> usize {
+        match &self.packed {
+            Some(Packed::Q4(p)) => p.data.len(),
+            Some(Packed::Q8(p)) => p.data.len(),
+            None => self.data.len(),
+        }
+    }
+}
+
+/// A quantized matrix in the form the int8 kernels take.
+pub(super) enum IntKernel<'a> {
+    Q4(Q4Matrix<'a>),
+    Q4Packed(&'a PackedQ4),
+    Q8(Q8Matrix<'a>),
+    Q8Packed(&'a PackedQ8),
+}
+
+impl IntKernel<'_> {
+    fn block(&self) -> usize {
+        match self {
+            IntKernel::Q4(m) => m.block,
+            IntKernel::Q4Packed(p) => p.block,
+            IntKernel::Q8(m) => m.block,
+            IntKernel::Q8Packed(p) => p.block,
+        }
+    }
+
+    fn chunk(&self, isa: Isa) -> usize {
+        match self {
+            IntKernel::Q4(_) => kernels::q4::act_chunk(isa),
+            IntKernel::Q4Packed(_) => q4_packed::ACT_CHUNK,
+            IntKernel::Q8(_) | IntKernel::Q8Packed(_) => 0,
+        }
+    }
+
+    /// Row bands must start and end on multiples of this.
+    fn align(&self) -> usize {
+        match self {
+            IntKernel::Q4Packed(_) | IntKernel::Q8Packed(_) => q4_packed::GROUP,
+            _ => 1,
+        }
+    }
+
+    fn dot_rows(&self, isa: Isa, first: usize, a: &QuantActs, y: &mut [f32]) {
+        match self {
+            IntKernel::Q4(m) => kernels::q4::dot_rows(isa, m, first, a, y),
+            IntKernel::Q4Packed(p) => {
+                q4_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
+            }
+            IntKernel::Q8(m) => kernels::q8::dot_rows(isa, m, first, a, y),
+            IntKernel::Q8Packed(p) => {
+                q8_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
+            }
+        }
+    }
+
+    fn dot_rows_tokens(
+        &self,
+        isa: Isa,
+        first: usize,
+        count: usize,
+        acts: &[QuantActs],
+        out: &mut [f32],
+    ) {
+        match self {
+            IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, acts, out),
+            IntKernel::Q4Packed(p) => q4_packed::dot_rows_tokens(isa, p, first, count, acts, out),
+            IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(isa, m, first, count, acts, out),
+            IntKernel::Q8Packed(p) => q8_packed::dot_rows_tokens(isa, p, first, count, acts, out),
+        }
+    }
+}
