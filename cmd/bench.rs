@@ -54,6 +54,10 @@ pub struct BenchArgs {
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,
+    /// Skip checking a .pocket's tensor checksums at load (load and first-token times then
+    /// leave the check out)
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 #[derive(Serialize)]
@@ -143,7 +147,10 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     }
     crate::term::set_threads(args.threads)?;
     let start = Instant::now();
-    let m = LoadedModel::open(&args.model)?;
+    let options = pocket::loader::LoadOptions {
+        verify: !args.no_verify,
+    };
+    let m = LoadedModel::open_with(&args.model, options)?;
     let load_s = start.elapsed().as_secs_f64();
     let model = &m.model;
     let ttft_s = {

@@ -92,7 +92,9 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         let file = ModelFile::open(&args.model)?;
         return dump(&file, &args.model, name, to);
     }
-    let m = LoadedModel::open(&args.model)?;
+    // Damage is reported by --verify below, not refused at load.
+    let unchecked = pocket::loader::LoadOptions { verify: false };
+    let m = LoadedModel::open_with(&args.model, unchecked)?;
     let spec = m.file.spec();
     let table = m.file.tensor_table();
     let params = m.file.parameter_count();

@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// Keep no chat history file
     #[arg(long)]
     pub no_history: bool,
+    /// Skip checking a .pocket's tensor checksums at load (a damaged file then runs, with
+    /// whatever output its bytes give)
+    #[arg(long)]
+    pub no_verify: bool,
     /// Sleep this long after each streamed token: for terminal tests and recordings
     #[arg(long, hide = true, default_value_t = 0)]
     pub debug_token_delay_ms: u64,
@@ -120,7 +124,10 @@ pub struct RunArgs {
 
 pub fn main(args: RunArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
-    let m = LoadedModel::open(&args.model)?;
+    let options = pocket::loader::LoadOptions {
+        verify: !args.no_verify,
+    };
+    let m = LoadedModel::open_with(&args.model, options)?;
     let ctx = args
         .ctx
         .unwrap_or(m.model.spec.max_position_embeddings)

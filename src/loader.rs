@@ -144,9 +144,40 @@ pub struct LoadedModel {
     pub stop_ids: Vec<u32>,
 }
 
+/// What [`LoadedModel::open_with`] checks while loading.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// Check every tensor of a `.pocket` against its stored xxh3 checksum before running it,
+    /// and refuse a mismatch naming the tensors: a flipped byte otherwise runs silently, with
+    /// garbage output. It reads the whole file once (the first prompt reads it anyway).
+    pub verify: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions { verify: true }
+    }
+}
+
 impl LoadedModel {
+    /// Opens a model, checksums verified ([`LoadOptions::default`]).
     pub fn open(path: &Path) -> Result<LoadedModel, Error> {
+        LoadedModel::open_with(path, LoadOptions::default())
+    }
+
+    pub fn open_with(path: &Path, options: LoadOptions) -> Result<LoadedModel, Error> {
         let file = ModelFile::open(path)?;
+        if let (ModelFile::Pocket(p), true) = (&file, options.verify) {
+            let damaged = p.verify();
+            if !damaged.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "{}: damaged: the checksum of {} does not match (the file changed after it \
+                     was written; export it again, or pass --no-verify to run it anyway)",
+                    path.display(),
+                    damaged.join(", ")
+                )));
+            }
+        }
         let model = Model::load(file.spec(), file.weights()).map_err(|e| match e {
             Error::Invalid(m) | Error::Unsupported(m) => {
                 Error::Invalid(format!("{}: {m}", path.display()))

@@ -61,11 +61,21 @@ impl ByteView {
             // SAFETY: the map is a read-only, never-written file mapping: dropping its pages
             // loses nothing (they are re-read from the file if touched again), and the range
             // lies inside the map.
+            // The range must start on a page: take the whole 64 KiB units inside the view (a
+            // multiple of every page size in use), or madvise refuses the whole call.
+            const UNIT: usize = 64 << 10;
+            let (start, end) = (
+                self.start.next_multiple_of(UNIT),
+                (self.start + self.len) / UNIT * UNIT,
+            );
+            if end <= start {
+                return;
+            }
             let _ = unsafe {
                 self.map.unchecked_advise_range(
                     memmap2::UncheckedAdvice::DontNeed,
-                    self.start,
-                    self.len,
+                    start,
+                    end - start,
                 )
             };
         }

@@ -647,6 +647,17 @@ fn cases(dir: &Path) -> Vec<Case> {
         dir.join("flip.pocket").display().to_string(),
     ];
     v.push(k);
+    v.push(run_case(
+        p,
+        "one flipped byte in a tensor (run refuses it at load)",
+        &dir.join("flip.pocket"),
+        &[
+            "flip.pocket",
+            "damaged",
+            t0["name"].as_str().unwrap().to_string().leak(),
+            "--no-verify",
+        ],
+    ));
     v.push(case(
         p,
         "truncated in the data section",

@@ -198,3 +198,73 @@ fn stdin_is_the_prompt_and_bad_options_are_usage_errors() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--temp"));
 }
+
+/// `--no-verify` runs a `.pocket` whose tensor bytes no longer match their checksums (the
+/// default refuses it: tests/cli/bad_input.rs), and the output it gives is not the intact
+/// file's: the check guards against real damage.
+#[test]
+fn no_verify_runs_a_damaged_pocket() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.pocket");
+    let out = pocket(&[
+        "export",
+        &fixture("qwen2-tiny"),
+        "-o",
+        good.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b = std::fs::read(&good).unwrap();
+    let f = pocket_formats::pocket::reader::PocketFile::open(&good).unwrap();
+    // Every byte of the embedding's data section, flipped: a damage any answer shows.
+    let t = f
+        .header
+        .tensors
+        .iter()
+        .find(|t| t.name.contains("embed_tokens"))
+        .unwrap();
+    let data_at = u32::from_le_bytes(b[12..16].try_into().unwrap()) as usize;
+    let mut bad = b.clone();
+    for x in &mut bad[data_at + t.offset as usize..][..t.size as usize] {
+        *x ^= 0x5A;
+    }
+    let damaged = dir.path().join("damaged.pocket");
+    std::fs::write(&damaged, &bad).unwrap();
+    let args = |m: &std::path::Path| {
+        vec![
+            "run".to_string(),
+            m.display().to_string(),
+            "-p".into(),
+            "Write a poem.".into(),
+            "-n".into(),
+            "8".into(),
+            "--json".into(),
+        ]
+    };
+    let refused = pocket(
+        &args(&damaged)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(!refused.status.success() && refused.stdout.is_empty());
+    let mut a = args(&damaged);
+    a.push("--no-verify".into());
+    let ran = pocket(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let intact = pocket(&args(&good).iter().map(String::as_str).collect::<Vec<_>>());
+    let ids =
+        |o: &Output| serde_json::from_slice::<Value>(&o.stdout).unwrap()["generated_ids"].clone();
+    assert_ne!(
+        ids(&ran),
+        ids(&intact),
+        "damage changed nothing: the test shows nothing"
+    );
+}
