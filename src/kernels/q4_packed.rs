@@ -60,6 +60,15 @@ impl Form {
         hi_bits: 0,
         wide: false,
     };
+
+    /// The packed form of a ggml type's codes.
+    pub fn of(cf: pocket_formats::gguf::codes::CodeForm) -> Form {
+        Form {
+            offset: cf.offset,
+            hi_bits: cf.bits - 4,
+            wide: cf.wide,
+        }
+    }
 }
 
 impl PackedQ4 {
@@ -563,24 +572,12 @@ mod tests {
         use pocket_formats::gguf::{codes, ggml, GgmlType};
         let mut rng = Rng(31);
         let mut seed = 11;
-        for ty in [
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q5_1,
-            GgmlType::Q4K,
-            GgmlType::Q5K,
-            GgmlType::Q6K,
-        ] {
+        for ty in codes::TYPES {
             for (rows, cols) in [(48, 512), (16, 768)] {
                 let cf = codes::form(ty).unwrap();
                 let row_bytes = ty.bytes_for(cols as u64).unwrap() as usize;
                 let data = codes::sample_blocks(ty, rows * row_bytes / ty.block().1, &mut seed);
-                let form = Form {
-                    offset: cf.offset,
-                    hi_bits: cf.bits - 4,
-                    wide: cf.wide,
-                };
+                let form = Form::of(cf);
                 let p =
                     PackedQ4::from_codes(rows, cols, cf.block, !cf.has_zero, form, |r, c, s, z| {
                         codes::unpack(ty, &data[r * row_bytes..][..row_bytes], c, s, z)

@@ -35,14 +35,14 @@ pub(super) fn pack(
         .map(Packed::Q8);
     }
     let cf = codes::form(ty)?;
-    let form = Form {
-        offset: cf.offset,
-        hi_bits: cf.bits - 4,
-        wide: cf.wide,
-    };
-    PackedQ4::from_codes(rows, cols, cf.block, !cf.has_zero, form, |r, c, s, z| {
-        codes::unpack(ty, row(r), c, s, z)
-    })
+    PackedQ4::from_codes(
+        rows,
+        cols,
+        cf.block,
+        !cf.has_zero,
+        Form::of(cf),
+        |r, c, s, z| codes::unpack(ty, row(r), c, s, z),
+    )
     .map(Packed::Q4)
 }
 

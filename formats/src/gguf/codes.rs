@@ -29,6 +29,17 @@ pub struct CodeForm {
     pub wide: bool,
 }
 
+/// Every type with a [`form`].
+pub const TYPES: [GgmlType; 7] = [
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+];
+
 /// The code form of `ty`, for the types that have one (not F32/F16/BF16 or Q8_0).
 pub fn form(ty: GgmlType) -> Option<CodeForm> {
     let f = |block, offset, bits, has_zero, wide| CodeForm {
@@ -200,15 +211,7 @@ mod tests {
     #[test]
     fn forms_reproduce_ggml_dequantize_bit_for_bit() {
         let mut seed = 7;
-        for ty in [
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q5_1,
-            GgmlType::Q4K,
-            GgmlType::Q5K,
-            GgmlType::Q6K,
-        ] {
+        for ty in TYPES {
             let cf = form(ty).unwrap();
             let (be, _) = ty.block();
             let nblocks = 3 * 256 / be + 1;

@@ -175,34 +175,9 @@ impl Half<'_> {
                     hi1 = _mm256_or_si256(hi1, self.high_bits(r, i + 1, 0));
                     lo1 = _mm256_or_si256(lo1, self.high_bits(r, i + 1, 1));
                 }
-                if p.form.hi_bits == 2 {
-                    // 6-bit codes: two `vpmaddubsw` sums reach 2·2·63·127 = 32,004, so each
-                    // pair is widened on its own.
-                    for (t, a) in ts.iter().enumerate() {
-                        // SAFETY: this block's activations, 8 per code dword, inside token t's.
-                        let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;
-                        let x0 = _mm256_set1_epi32(x.read_unaligned());
-                        let x1 = _mm256_set1_epi32(x.add(1).read_unaligned());
-                        let x2 = _mm256_set1_epi32(x.add(2).read_unaligned());
-                        let x3 = _mm256_set1_epi32(x.add(3).read_unaligned());
-                        let s0 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi0, x0),
-                            _mm256_maddubs_epi16(lo0, x1),
-                        );
-                        let s1 = _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi1, x2),
-                            _mm256_maddubs_epi16(lo1, x3),
-                        );
-                        d[t] = _mm256_add_epi32(
-                            d[t],
-                            _mm256_add_epi32(
-                                _mm256_madd_epi16(s0, ones),
-                                _mm256_madd_epi16(s1, ones),
-                            ),
-                        );
-                    }
-                    continue;
-                }
+                // 6-bit codes: the two pairs' `vpmaddubsw` sums reach 2·2·63·127 = 32,004
+                // each, so each pair is widened on its own.
+                let wide = p.form.hi_bits == 2;
                 for (t, a) in ts.iter().enumerate() {
                     // SAFETY: this block's activations, 8 per code dword, inside token t's.
                     let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;
@@ -210,17 +185,20 @@ impl Half<'_> {
                     let x1 = _mm256_set1_epi32(x.add(1).read_unaligned());
                     let x2 = _mm256_set1_epi32(x.add(2).read_unaligned());
                     let x3 = _mm256_set1_epi32(x.add(3).read_unaligned());
-                    let s = _mm256_add_epi16(
-                        _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi0, x0),
-                            _mm256_maddubs_epi16(lo0, x1),
-                        ),
-                        _mm256_add_epi16(
-                            _mm256_maddubs_epi16(hi1, x2),
-                            _mm256_maddubs_epi16(lo1, x3),
-                        ),
+                    let s0 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(hi0, x0),
+                        _mm256_maddubs_epi16(lo0, x1),
                     );
-                    d[t] = _mm256_add_epi32(d[t], _mm256_madd_epi16(s, ones));
+                    let s1 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(hi1, x2),
+                        _mm256_maddubs_epi16(lo1, x3),
+                    );
+                    let sum = if wide {
+                        _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones))
+                    } else {
+                        _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones)
+                    };
+                    d[t] = _mm256_add_epi32(d[t], sum);
                 }
             }
             let (s, m) = self.params(r);
