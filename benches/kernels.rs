@@ -10,7 +10,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use pocket::kernels::attn::{self, KvHead, Running};
 use pocket::kernels::dense::{self, DenseKind, DenseMatrix};
-use pocket::kernels::{self, act::QuantActs, q4, q4_packed, q8, Isa};
+use pocket::kernels::{act::QuantActs, q4, q4_packed, q8, Cpu, Isa};
 use pocket_formats::quant::q4 as codec;
 use pocket_formats::quant::q8 as codec8;
 use pocket_formats::quant::search::Method;
@@ -27,8 +27,8 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn isas() -> Vec<Isa> {
-    kernels::available()
+fn isas() -> Vec<Cpu> {
+    Cpu::each()
 }
 
 /// Tokens per call in the batched (prefill) benchmark.
@@ -94,18 +94,18 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements((rows * cols) as u64));
         let mut y = vec![0.0f32; rows];
         for isa in isas() {
-            g.bench_function(format!("dense_bf16_{}", isa.name()), |b| {
+            g.bench_function(format!("dense_bf16_{}", isa.isa().name()), |b| {
                 b.iter(|| dense::rows_tokens(isa, &mb, 0, rows, &x, 1, &mut y))
             });
             let mut a = QuantActs::default();
-            a.quantize(&x, 64, q4::act_chunk(isa));
-            g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
+            a.quantize(isa, &x, 64, q4::act_chunk(isa));
+            g.bench_function(format!("q4a_b64_{}", isa.isa().name()), |b| {
                 b.iter(|| q4::dot_rows(isa, &m, 0, &a, &mut y))
             });
-            if isa >= Isa::Avx2 {
+            if isa.has(Isa::Avx2) {
                 let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
-                a.quantize(&x, 64, q4_packed::ACT_CHUNK);
-                g.bench_function(format!("q4a_b64_packed16_{}", isa.name()), |b| {
+                a.quantize(isa, &x, 64, q4_packed::ACT_CHUNK);
+                g.bench_function(format!("q4a_b64_packed16_{}", isa.isa().name()), |b| {
                     b.iter(|| {
                         q4_packed::dot_rows_tokens(
                             isa,
@@ -118,12 +118,12 @@ fn bench(c: &mut Criterion) {
                     })
                 });
             }
-            a.quantize(&x, 32, q4::act_chunk(isa));
-            g.bench_function(format!("q4s_b32_{}", isa.name()), |b| {
+            a.quantize(isa, &x, 32, q4::act_chunk(isa));
+            g.bench_function(format!("q4s_b32_{}", isa.isa().name()), |b| {
                 b.iter(|| q4::dot_rows(isa, &ms, 0, &a, &mut y))
             });
-            a.quantize(&x, 64, 0);
-            g.bench_function(format!("q8_b64_{}", isa.name()), |b| {
+            a.quantize(isa, &x, 64, 0);
+            g.bench_function(format!("q8_b64_{}", isa.isa().name()), |b| {
                 b.iter(|| q8::dot_rows(isa, &m8, 0, &a, &mut y))
             });
         }
@@ -132,32 +132,32 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements((BATCH * rows * cols) as u64));
         let xs = values(BATCH * cols, 3);
         let mut out = vec![0.0f32; BATCH * rows];
-        for isa in isas().into_iter().filter(|&i| i != Isa::Scalar) {
-            g.bench_function(format!("dense_bf16_{}", isa.name()), |b| {
+        for isa in isas().into_iter().filter(|&i| i.isa() != Isa::Scalar) {
+            g.bench_function(format!("dense_bf16_{}", isa.isa().name()), |b| {
                 b.iter(|| dense::rows_tokens(isa, &mb, 0, rows, &xs, BATCH, &mut out))
             });
             let acts: Vec<QuantActs> = xs
                 .chunks_exact(cols)
                 .map(|x| {
                     let mut a = QuantActs::default();
-                    a.quantize(x, 64, q4::act_chunk(isa));
+                    a.quantize(isa, x, 64, q4::act_chunk(isa));
                     a
                 })
                 .collect();
-            g.bench_function(format!("q4a_b64_{}", isa.name()), |b| {
+            g.bench_function(format!("q4a_b64_{}", isa.isa().name()), |b| {
                 b.iter(|| q4::dot_rows_tokens(isa, &m, 0, rows, &acts, &mut out))
             });
-            if isa >= Isa::Avx2 {
+            if isa.has(Isa::Avx2) {
                 let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
                 let acts: Vec<QuantActs> = xs
                     .chunks_exact(cols)
                     .map(|x| {
                         let mut a = QuantActs::default();
-                        a.quantize(x, 64, q4_packed::ACT_CHUNK);
+                        a.quantize(isa, x, 64, q4_packed::ACT_CHUNK);
                         a
                     })
                     .collect();
-                g.bench_function(format!("q4a_b64_packed16_{}", isa.name()), |b| {
+                g.bench_function(format!("q4a_b64_packed16_{}", isa.isa().name()), |b| {
                     b.iter(|| q4_packed::dot_rows_tokens(isa, &packed, 0, rows, &acts, &mut out))
                 });
             }
@@ -180,15 +180,15 @@ fn bench_attention(c: &mut Criterion) {
     let heads: Vec<_> = (0..56).map(|h| head(10 + 2 * h)).collect();
     let mut group = c.benchmark_group(format!("attn_decode_g{g}_d{d}_n{n}"));
     // The scalar twin takes half a second for the DRAM set: it is the definition, not a path.
-    for isa in isas().into_iter().filter(|&i| i != Isa::Scalar) {
+    for isa in isas().into_iter().filter(|&i| i.isa() != Isa::Scalar) {
         for (label, count) in [("l2", 1usize), ("dram", heads.len())] {
             group.throughput(Throughput::Bytes((count * n * d * 2 * 2) as u64));
-            group.bench_function(format!("{label}_{}", isa.name()), |b| {
+            group.bench_function(format!("{label}_{}", isa.isa().name()), |b| {
                 b.iter(|| {
                     for (k, v) in &heads[..count] {
                         let mut run = Running::new(g, d);
                         attn::span(isa, &q, d, KvHead::F16 { k, v }, 0, n, &mut run);
-                        criterion::black_box(&run);
+                        std::hint::black_box(&run);
                     }
                 })
             });

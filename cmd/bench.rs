@@ -4,7 +4,6 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use pocket::kernels;
 use pocket::loader::LoadedModel;
 use pocket::model::{Logits, Model};
 use serde::Serialize;
@@ -147,9 +146,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     }
     crate::term::set_threads(args.threads)?;
     let start = Instant::now();
-    let options = pocket::loader::LoadOptions {
-        verify: !args.no_verify,
-    };
+    let options = crate::settings::load_options(!args.no_verify)?;
     let m = LoadedModel::open_with(&args.model, options)?;
     let load_s = start.elapsed().as_secs_f64();
     let model = &m.model;
@@ -227,12 +224,12 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         load_s,
         ttft_s,
         peak_rss_bytes: peak_rss_bytes(),
-        kv: pocket::kv_cache::KvPrecision::default_from_env().name(),
+        kv: model.config.kv.name(),
         threads: pocket::kernels::pool::global().threads(),
-        isa: kernels::active().name(),
-        activations: match kernels::activations() {
-            kernels::Activations::Int8 => "int8",
-            kernels::Activations::F32 => "f32",
+        isa: model.config.cpu.isa().name(),
+        activations: match model.config.activations {
+            pocket::config::Activations::Int8 => "int8",
+            pocket::config::Activations::F32 => "f32",
         },
     };
     if args.json {

@@ -50,7 +50,7 @@ pub fn convert(
                 path.to_string(),
             ),
         };
-        let model = LoadedModel::open(input)?;
+        let model = LoadedModel::open_with(input, crate::settings::load_options(true)?)?;
         let bar = progress_bar(quiet);
         bar.set_message("calibrating");
         let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {

@@ -63,7 +63,7 @@ fn dump(
             let mat = if t.entry.shape.len() == 1 {
                 None
             } else {
-                Some(p.matrix(name, rows, cols)?)
+                Some(p.matrix(name, rows, cols, pocket::config::EngineConfig::fast())?)
             };
             match mat {
                 Some(mat) => {
@@ -93,7 +93,7 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         return dump(&file, &args.model, name, to);
     }
     // Damage is reported by --verify below, not refused at load.
-    let unchecked = pocket::loader::LoadOptions { verify: false };
+    let unchecked = crate::settings::load_options(false)?;
     let m = LoadedModel::open_with(&args.model, unchecked)?;
     let spec = m.file.spec();
     let table = m.file.tensor_table();

@@ -13,6 +13,7 @@ mod inspect;
 mod quant_args;
 mod quantize;
 mod run;
+mod settings;
 mod term;
 
 use clap::{Parser, Subcommand};
@@ -84,9 +85,9 @@ fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = Cli::parse();
     if let Some(a) = cli.activations {
-        pocket::kernels::set_activations(match a {
-            ActivationsArg::Int8 => pocket::kernels::Activations::Int8,
-            ActivationsArg::F32 => pocket::kernels::Activations::F32,
+        settings::set_activations_flag(match a {
+            ActivationsArg::Int8 => pocket::config::Activations::Int8,
+            ActivationsArg::F32 => pocket::config::Activations::F32,
         });
     }
     let result = match cli.command {

@@ -124,9 +124,7 @@ pub struct RunArgs {
 
 pub fn main(args: RunArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
-    let options = pocket::loader::LoadOptions {
-        verify: !args.no_verify,
-    };
+    let options = crate::settings::load_options(!args.no_verify)?;
     let m = LoadedModel::open_with(&args.model, options)?;
     let ctx = args
         .ctx

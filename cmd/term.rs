@@ -54,6 +54,6 @@ pub fn set_threads(threads: Option<u32>) -> anyhow::Result<()> {
     if threads.is_some() {
         built.context("starting the thread pool")?;
     }
-    pocket::kernels::pool::init(n);
+    pocket::kernels::pool::init(n, crate::settings::bands_on_rayon());
     Ok(())
 }

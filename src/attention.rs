@@ -4,6 +4,7 @@
 //! keeps memory bounded at any context length.
 
 use crate::kernels::attn::{self, Running, TILE};
+use crate::kernels::Cpu;
 use crate::kv_cache::LayerKv;
 use pocket_formats::hf::ModelSpec;
 
@@ -19,6 +20,7 @@ const MIN_PARALLEL: usize = 64;
 /// task and passes false. A ring cache (a sliding-window layer) holds position `p` in slot
 /// `p % slots`: a span of positions is one or two spans of slots.
 pub fn attend(
+    cpu: Cpu,
     s: &ModelSpec,
     q: &[f32],
     kv: &LayerKv,
@@ -28,7 +30,6 @@ pub fn attend(
     parallel: bool,
 ) {
     let (d, g, kvh) = (s.head_dim, s.group_size(), s.num_kv_heads);
-    let isa = crate::kernels::active();
     let scale = s.attn_scale();
     let start = window.map_or(0, |w| n.saturating_sub(w));
     let len = n - start;
@@ -39,7 +40,7 @@ pub fn attend(
     if !parallel || threads == 1 || len < MIN_PARALLEL || (kvh == 1 && len < 2 * MIN_SPAN) {
         for h in 0..kvh {
             let mut run = Running::new(g, d);
-            fold(isa, group_q(h), d, kv, h, start, n, &mut run);
+            fold(cpu, group_q(h), d, kv, h, start, n, &mut run);
             run.finish(&mut out[h * g * d..(h + 1) * g * d]);
         }
         return;
@@ -56,7 +57,7 @@ pub fn attend(
     pool.run(parts.len(), &|task| {
         let (h, i) = (task / splits, task % splits);
         let mut run = parts[task].lock().unwrap_or_else(|e| e.into_inner());
-        fold(isa, group_q(h), d, kv, h, bound(i), bound(i + 1), &mut run);
+        fold(cpu, group_q(h), d, kv, h, bound(i), bound(i + 1), &mut run);
     });
     let parts: Vec<Running> = parts
         .into_iter()
@@ -75,7 +76,7 @@ pub fn attend(
 /// (its length is a whole number of tiles, so a position keeps its place in a tile).
 #[allow(clippy::too_many_arguments)]
 fn fold(
-    isa: crate::kernels::Isa,
+    cpu: Cpu,
     q: &[f32],
     d: usize,
     kv: &LayerKv,
@@ -85,7 +86,7 @@ fn fold(
     run: &mut Running,
 ) {
     match kv.ring() {
-        None => attn::span(isa, q, d, kv.head(h), p0, p1, run),
+        None => attn::span(cpu, q, d, kv.head(h), p0, p1, run),
         Some(slots) => {
             // A window never exceeds its ring (`ring_slots`); anything longer would read
             // overwritten slots.
@@ -96,9 +97,9 @@ fn fold(
             );
             let s0 = p0 % slots;
             let e = s0 + (p1 - p0);
-            attn::span(isa, q, d, kv.head(h), s0, e.min(slots), run);
+            attn::span(cpu, q, d, kv.head(h), s0, e.min(slots), run);
             if e > slots {
-                attn::span(isa, q, d, kv.head(h), 0, e - slots, run);
+                attn::span(cpu, q, d, kv.head(h), 0, e - slots, run);
             }
         }
     }
@@ -150,13 +151,26 @@ mod tests {
                         }
                         c
                     });
-                    for (parallel, cache) in [false, true].into_iter().flat_map(|p| {
+                    let cases = [false, true].into_iter().flat_map(|p| {
                         [(p, &cache)]
                             .into_iter()
                             .chain(ring.iter().map(move |r| (p, r)))
-                    }) {
+                    });
+                    let cpus = crate::kernels::available();
+                    for ((parallel, cache), cpu) in
+                        cases.flat_map(|c| cpus.iter().map(move |&cpu| (c, cpu)))
+                    {
                         let mut got = vec![0.0; 6 * d];
-                        attend(&spec, &q, &cache.layer(0), n, window, &mut got, parallel);
+                        attend(
+                            cpu,
+                            &spec,
+                            &q,
+                            &cache.layer(0),
+                            n,
+                            window,
+                            &mut got,
+                            parallel,
+                        );
                         for h in 0..6 {
                             let kv = h / 3;
                             let dot = |t: usize| -> f32 {

@@ -19,18 +19,6 @@ pub enum KvPrecision {
 }
 
 impl KvPrecision {
-    /// f16, unless `POCKET_KV=f32` or the exact path is on (`POCKET_ACT=f32`: f32
-    /// activations and an f32 cache, the reference the fast path is measured against).
-    pub fn default_from_env() -> KvPrecision {
-        let exact = crate::kernels::activations() == crate::kernels::Activations::F32;
-        match std::env::var("POCKET_KV").as_deref() {
-            Ok("f32") => KvPrecision::F32,
-            Ok("f16") => KvPrecision::F16,
-            _ if exact => KvPrecision::F32,
-            _ => KvPrecision::F16,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             KvPrecision::F16 => "f16",

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod calibrate;
 pub mod chat;
 pub mod chat_template;
+pub mod config;
 pub mod error;
 pub mod generate;
 pub mod kernels;

@@ -2,6 +2,7 @@
 //! tokens, from an HF checkpoint directory, a `.pocket` file or a GGUF file.
 
 use crate::chat_template::{ChatTemplate, Message};
+use crate::config::EngineConfig;
 use crate::model::Model;
 use crate::tokenizer::TextTokenizer;
 use crate::weights::WeightSource;
@@ -151,11 +152,16 @@ pub struct LoadOptions {
     /// and refuse a mismatch naming the tensors: a flipped byte otherwise runs silently, with
     /// garbage output. It reads the whole file once (the first prompt reads it anyway).
     pub verify: bool,
+    /// The kernels, activation precision and KV cache type the model runs with.
+    pub config: EngineConfig,
 }
 
 impl Default for LoadOptions {
     fn default() -> LoadOptions {
-        LoadOptions { verify: true }
+        LoadOptions {
+            verify: true,
+            config: EngineConfig::fast(),
+        }
     }
 }
 
@@ -178,12 +184,13 @@ impl LoadedModel {
                 )));
             }
         }
-        let model = Model::load(file.spec(), file.weights()).map_err(|e| match e {
-            Error::Invalid(m) | Error::Unsupported(m) => {
-                Error::Invalid(format!("{}: {m}", path.display()))
-            }
-            other => other,
-        })?;
+        let model =
+            Model::load(file.spec(), file.weights(), options.config).map_err(|e| match e {
+                Error::Invalid(m) | Error::Unsupported(m) => {
+                    Error::Invalid(format!("{}: {m}", path.display()))
+                }
+                other => other,
+            })?;
         let (tokenizer, tokenizer_meta, template_origin, generation) = match &file {
             ModelFile::Hf(h) => {
                 let tok_path = path.join(TOKENIZER);

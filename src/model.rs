@@ -4,6 +4,7 @@
 //! Hugging Face ones, so this file reads side by side with transformers' modeling code.
 
 use crate::attention::attend;
+use crate::config::EngineConfig;
 use crate::kv_cache::{KvCache, KvPrecision};
 use crate::ops::{add_in_place, gelu_tanh_mul, rms_norm, rms_norm_in_place, silu_mul};
 use crate::rope::Rope;
@@ -149,11 +150,17 @@ pub struct Model {
     rope: Rope,
     /// The sliding-window layers' RoPE (Gemma's local base).
     rope_local: Option<Rope>,
+    /// The kernels, activation precision and KV cache type this model runs with.
+    pub config: EngineConfig,
 }
 
 impl Model {
     /// Builds the model over memory-mapped tensors (no weight matrix is copied).
-    pub fn load(spec: &ModelSpec, src: &dyn WeightSource) -> Result<Model, Error> {
+    pub fn load(
+        spec: &ModelSpec,
+        src: &dyn WeightSource,
+        config: EngineConfig,
+    ) -> Result<Model, Error> {
         spec.check_limits().map_err(Error::Invalid)?;
         let s = spec;
         let (h, q_dim, kv_dim) = (
@@ -161,7 +168,7 @@ impl Model {
             s.num_heads * s.head_dim,
             s.num_kv_heads * s.head_dim,
         );
-        let matrix = |name: &str, rows, cols| src.matrix(name, rows, cols);
+        let matrix = |name: &str, rows, cols| src.matrix(name, rows, cols, config);
         let vector = |name: &str, len| src.vector(name, len);
         // Gemma's norms scale by 1 + w: folded into the weight once here.
         let norm = |name: &str, len| -> Result<Vec<f32>, Error> {
@@ -243,13 +250,14 @@ impl Model {
             rope: Rope::new(&s.rope, s.head_dim),
             rope_local: s.sliding.as_ref().map(|sl| Rope::new(&sl.rope, s.head_dim)),
             spec: s.clone(),
+            config,
         })
     }
 
-    /// A fresh decoding state with room for `context` positions, its KV cache in the default
-    /// precision (see [`KvPrecision::default_from_env`]).
+    /// A fresh decoding state with room for `context` positions, its KV cache in the model's
+    /// precision ([`EngineConfig::kv`]).
     pub fn new_state(&self, context: usize) -> State {
-        self.new_state_kv(context, KvPrecision::default_from_env())
+        self.new_state_kv(context, self.config.kv)
     }
 
     /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).
@@ -393,6 +401,7 @@ impl Model {
                     .for_each(|(i, out)| {
                         let t = t0 + i;
                         attend(
+                            self.config.cpu,
                             s,
                             &q[t * q_row..(t + 1) * q_row],
                             &kv,
@@ -485,6 +494,7 @@ impl Model {
                     let mut g = work[b].lock().unwrap_or_else(|e| e.into_inner());
                     let (out, st) = &mut *g;
                     attend(
+                        self.config.cpu,
                         s,
                         &q[b * q_row..(b + 1) * q_row],
                         &st.cache.layer(li),
@@ -517,7 +527,16 @@ impl Model {
     fn attention(&self, state: &mut State, layer: usize, n: usize) {
         let kv = state.cache.layer(layer);
         let window = self.layers[layer].window;
-        attend(&self.spec, &state.q, &kv, n, window, &mut state.attn, true);
+        attend(
+            self.config.cpu,
+            &self.spec,
+            &state.q,
+            &kv,
+            n,
+            window,
+            &mut state.attn,
+            true,
+        );
     }
 
     /// The RoPE a layer rotates with.
@@ -547,7 +566,7 @@ impl Model {
     /// The MLP's gate activation times `up`, into `gate`.
     fn gate_act(&self, gate: &mut [f32], up: &[f32]) {
         match self.spec.activation {
-            Activation::Silu => silu_mul(gate, up),
+            Activation::Silu => silu_mul(self.config.cpu, gate, up),
             Activation::GeluTanh => gelu_tanh_mul(gate, up),
         }
     }

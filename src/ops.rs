@@ -22,8 +22,8 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
 
 /// SwiGLU's gate: `silu(gate) * up`, written into `gate` (`kernels::silu`, whose scalar
 /// twin `g / (1 + exp(−g)) · u` is the definition; its `exp` is within 2 ulp of libm's).
-pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    crate::kernels::silu::silu_mul(crate::kernels::active(), gate, up)
+pub fn silu_mul(cpu: crate::kernels::Cpu, gate: &mut [f32], up: &[f32]) {
+    crate::kernels::silu::silu_mul(cpu, gate, up)
 }
 
 /// Gemma's gate: `gelu_tanh(gate) * up` into `gate`, with GELU's tanh approximation

@@ -70,7 +70,7 @@ struct GenItem {
 }
 
 fn open_model(path: &Path, run: &RunOpts, needs_template: bool) -> Result<(LoadedModel, usize)> {
-    let m = LoadedModel::open(path)?;
+    let m = LoadedModel::open_with(path, crate::settings::load_options(true)?)?;
     if needs_template && m.template.is_none() {
         bail!(
             "{}: the model has no chat template (for IFEval use --raw to send plain prompts)",

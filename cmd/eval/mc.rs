@@ -74,7 +74,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
             );
         }
     }
-    let m = LoadedModel::open(&a.model)?;
+    let m = LoadedModel::open_with(&a.model, crate::settings::load_options(true)?)?;
     let max = m.model.spec.max_position_embeddings;
     let ctx = a.run.ctx.unwrap_or(max).min(max);
     let model = model_name(&a.model);

@@ -60,8 +60,14 @@ pub fn main(a: PplArgs) -> Result<ExitCode> {
     if a.ctx < 2 {
         bail!("--ctx must be at least 2");
     }
-    let m = LoadedModel::open(&a.model)?;
-    let base = a.baseline.as_deref().map(LoadedModel::open).transpose()?;
+    let m = LoadedModel::open_with(&a.model, crate::settings::load_options(true)?)?;
+    let base = match a.baseline.as_deref() {
+        Some(p) => Some(LoadedModel::open_with(
+            p,
+            crate::settings::load_options(true)?,
+        )?),
+        None => None,
+    };
     let mut tokens = match (&a.text, &a.tokens) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)

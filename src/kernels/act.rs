@@ -25,13 +25,9 @@ pub struct QuantActs {
 pub const PAD: usize = 16;
 
 impl QuantActs {
-    /// Quantizes `x` in blocks of `block`; `chunk` (0 for none) also fills [`QuantActs::perm`].
-    pub fn quantize(&mut self, x: &[f32], block: usize, chunk: usize) {
-        self.quantize_isa(super::active(), x, block, chunk)
-    }
-
-    /// [`QuantActs::quantize`] with the kernels of `isa` (every path gives identical bits).
-    pub fn quantize_isa(&mut self, isa: super::Isa, x: &[f32], block: usize, chunk: usize) {
+    /// Quantizes `x` in blocks of `block` with the kernels of `cpu` (every path gives
+    /// identical bits); `chunk` (0 for none) also fills [`QuantActs::perm`].
+    pub fn quantize(&mut self, cpu: super::Cpu, x: &[f32], block: usize, chunk: usize) {
         assert!(block > 0 && x.len() % block == 0);
         let nb = x.len() / block;
         self.cols = x.len();
@@ -43,11 +39,11 @@ impl QuantActs {
         self.scaled_sum.clear();
         self.scaled_sum.resize(nb + PAD, 0.0);
         #[cfg(target_arch = "x86_64")]
-        if isa >= super::Isa::Avx512 && super::detect() >= super::Isa::Avx512 && block % 16 == 0 {
-            // SAFETY: AVX-512 F/BW are present (checked just above); `q` has x.len() entries
+        if cpu.has(super::Isa::Avx512) && block % 16 == 0 {
+            // SAFETY: AVX-512 F/BW are present (the `Cpu` token proves it); `q` has x.len() entries
             // and the per-block arrays nb + PAD.
             unsafe {
-                super::x86::act_avx512::quantize(
+                super::x86::avx512::act::quantize(
                     x,
                     block,
                     &mut self.q,
@@ -55,12 +51,11 @@ impl QuantActs {
                     &mut self.scaled_sum,
                 )
             };
-        } else if isa >= super::Isa::Avx2 && super::detect() >= super::Isa::Avx2 && block % 32 == 0
-        {
-            // SAFETY: AVX2 is present (checked just above); `block % 32 == 0`, `q` has x.len()
+        } else if cpu.has(super::Isa::Avx2) && block % 32 == 0 {
+            // SAFETY: AVX2 is present (the `Cpu` token proves it); `block % 32 == 0`, `q` has x.len()
             // entries and the per-block arrays nb + PAD.
             unsafe {
-                super::x86::act_avx2::quantize(
+                super::x86::avx2::act::quantize(
                     x,
                     block,
                     &mut self.q,
@@ -76,17 +71,17 @@ impl QuantActs {
         if chunk > 0 {
             self.perm.resize(x.len(), 0);
             #[cfg(target_arch = "x86_64")]
-            if chunk == 8 && isa >= super::Isa::Avx512 && super::detect() >= super::Isa::Avx512 {
-                // SAFETY: AVX-512 F/BW are present (checked just above); `q` and `perm` have
+            if chunk == 8 && cpu.has(super::Isa::Avx512) {
+                // SAFETY: AVX-512 F/BW are present (the `Cpu` token proves it); `q` and `perm` have
                 // the same length, a multiple of 8.
-                unsafe { super::x86::act_avx512::perm8(&self.q, &mut self.perm) };
+                unsafe { super::x86::avx512::act::perm8(&self.q, &mut self.perm) };
                 return;
             }
             #[cfg(target_arch = "x86_64")]
-            if chunk == 8 && isa >= super::Isa::Avx2 && super::detect() >= super::Isa::Avx2 {
-                // SAFETY: AVX2 is present (checked just above); `q` and `perm` have the same
+            if chunk == 8 && cpu.has(super::Isa::Avx2) {
+                // SAFETY: AVX2 is present (the `Cpu` token proves it); `q` and `perm` have the same
                 // length, a multiple of 8.
-                unsafe { super::x86::act_avx2::perm8(&self.q, &mut self.perm) };
+                unsafe { super::x86::avx2::act::perm8(&self.q, &mut self.perm) };
                 return;
             }
             let mut start = 0;
@@ -154,7 +149,7 @@ mod tests {
         let mut rng = Rng(3);
         let x = rng.vec(64 * 5, 2.0);
         let mut a = QuantActs::default();
-        a.quantize(&x, 64, 128);
+        a.quantize(crate::kernels::Cpu::detect(), &x, 64, 128);
         let back = a.dequantize();
         for (b, (xs, ys)) in x.chunks(64).zip(back.chunks(64)).enumerate() {
             let step = a.scale[b];
@@ -170,7 +165,7 @@ mod tests {
             .flat_map(|i| [(i, x.len(), 64), (i, 40, 8)])
         {
             let mut b = QuantActs::default();
-            b.quantize_isa(isa, &x[..n], block, 8);
+            b.quantize(isa, &x[..n], block, 8);
             for (c, (p, q)) in b.perm.chunks(8).zip(b.q.chunks(8)).enumerate() {
                 assert_eq!(
                     p,
@@ -206,7 +201,7 @@ mod tests {
             assert_eq!(&q[1..5], &[3, -3, 1, -1]);
             for isa in crate::kernels::available() {
                 let mut a = QuantActs::default();
-                a.quantize_isa(isa, &x, block, 0);
+                a.quantize(isa, &x, block, 0);
                 assert_eq!(a.q, q, "{isa:?}");
                 assert_eq!(&a.scale[..nb], &s[..], "{isa:?}");
                 assert_eq!(&a.scaled_sum[..nb], &ss[..], "{isa:?}");
@@ -217,7 +212,7 @@ mod tests {
     #[test]
     fn zero_blocks_stay_zero() {
         let mut a = QuantActs::default();
-        a.quantize(&[0.0; 64], 64, 64);
+        a.quantize(crate::kernels::Cpu::detect(), &[0.0; 64], 64, 64);
         assert!(a.q.iter().all(|&q| q == 0));
         assert_eq!(a.scale[0], 0.0);
     }

@@ -7,7 +7,7 @@
 //! query head are 16 lanes of FMAs with no horizontal sums; values are stored row per
 //! position. Both in f16 (the default cache) or f32 (the exact reference).
 
-use super::Isa;
+use super::{Cpu, Isa};
 use half::f16;
 
 /// Positions per key tile.
@@ -75,7 +75,7 @@ impl Running {
 /// Attends the query heads `q` (`g × d`, already multiplied by the softmax scale) over
 /// positions `t0..t1` of `kv`, folding them into `run`. A `t0` inside a tile (a sliding
 /// window's start) takes the scalar twin up to the next tile edge.
-pub fn span(isa: Isa, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
+pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
     let g = run.m.len();
     assert!(q.len() == g * d && run.acc.len() == g * d && t0 <= t1);
     let edge = t0.next_multiple_of(TILE).min(t1);
@@ -91,17 +91,17 @@ pub fn span(isa: Isa, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
         KvHead::F16 { k, v } => (k.len(), v.len()),
     };
     assert!(klen >= t1.div_ceil(TILE) * TILE * d && vlen >= t1 * d);
-    match isa {
+    match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if d % 32 == 0 && super::detect() >= Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F and F16C (checked just above); the buffer lengths
+        Isa::Avx512 if d % 32 == 0 => {
+            // SAFETY: the CPU has AVX-512 F and F16C (the `Cpu` token proves it); the buffer lengths
             // cover every tile of the span (asserted above).
-            unsafe { super::x86::attn_avx512::span(q, d, kv, t0, t1, run) }
+            unsafe { super::x86::avx512::attn::span(q, d, kv, t0, t1, run) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if d % 16 == 0 && super::detect() >= Isa::Avx2 => {
+        Isa::Avx2 | Isa::Avx512 if d % 16 == 0 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::attn_avx2::span(q, d, kv, t0, t1, run) }
+            unsafe { super::x86::avx2::attn::span(q, d, kv, t0, t1, run) }
         }
         _ => span_scalar(q, d, kv, t0, t1, run),
     }

@@ -6,7 +6,7 @@
 //! `out[t·count + i] = Σ_k W[first + i][k] · x[t·cols + k]` for `i < count`, `t < n`:
 //! token-major, as the batched callers want it.
 
-use super::Isa;
+use super::{Cpu, Isa};
 use pocket_formats::quant::dense;
 
 /// How a dense matrix stores one value.
@@ -45,7 +45,7 @@ impl DenseMatrix<'_> {
 
 /// Runs the best kernel for `isa` (AVX-512 where present, else the scalar twin).
 pub fn rows_tokens(
-    isa: Isa,
+    cpu: Cpu,
     m: &DenseMatrix,
     first: usize,
     count: usize,
@@ -55,12 +55,12 @@ pub fn rows_tokens(
 ) {
     m.check(first, count, x, n, out);
     #[cfg(target_arch = "x86_64")]
-    if isa >= Isa::Avx512 {
-        // SAFETY: `isa` never exceeds what `kernels::detect` found (AVX-512 F/BW/VL, F16C);
+    if cpu.has(Isa::Avx512) {
+        // SAFETY: the `Cpu` token proves the CPU has (AVX-512 F/BW/VL, F16C);
         // the sizes were checked above.
-        return unsafe { super::x86::dense_avx512::rows_tokens(m, first, count, x, n, out) };
+        return unsafe { super::x86::avx512::dense::rows_tokens(m, first, count, x, n, out) };
     }
-    let _ = isa;
+    let _ = cpu;
     rows_tokens_scalar(m, first, count, x, n, out)
 }
 

@@ -3,33 +3,23 @@
 //! eight-lane partial sums, written once as a generic body and compiled twice: plain (scalar
 //! twin, any CPU) and with AVX2+FMA enabled (x86-64, chosen at run time).
 
-use std::sync::OnceLock;
+use super::{Cpu, Isa};
 
-type TileFn = fn(&[f32], usize, &[f32], usize, usize, &mut [f32]);
-
-/// Runs the best tile kernel for this CPU.
-pub fn tile(w: &[f32], rows: usize, x: &[f32], n: usize, k: usize, out: &mut [f32]) {
+/// Runs the best tile kernel `cpu` has (AVX2 + FMA, else the scalar twin).
+pub fn tile(cpu: Cpu, w: &[f32], rows: usize, x: &[f32], n: usize, k: usize, out: &mut [f32]) {
     assert!(w.len() >= rows * k && x.len() >= n * k && out.len() >= rows * n);
-    static BEST: OnceLock<TileFn> = OnceLock::new();
-    let f = BEST.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return tile_avx2;
-        }
-        tile_scalar
-    });
-    f(w, rows, x, n, k, out)
+    #[cfg(target_arch = "x86_64")]
+    if cpu.has(Isa::Avx2) {
+        // SAFETY: the `Cpu` token proves AVX2 and FMA; the lengths were checked above.
+        return unsafe { tile_avx2_inner(w, rows, x, n, k, out) };
+    }
+    let _ = cpu;
+    tile_scalar(w, rows, x, n, k, out)
 }
 
 /// The scalar twin: the definition every other version must match (up to FMA rounding).
 pub fn tile_scalar(w: &[f32], rows: usize, x: &[f32], n: usize, k: usize, out: &mut [f32]) {
     body(w, rows, x, n, k, out, |a, b, c| a * b + c)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn tile_avx2(w: &[f32], rows: usize, x: &[f32], n: usize, k: usize, out: &mut [f32]) {
-    // SAFETY: only selected by `tile` after `is_x86_feature_detected!` confirmed AVX2 and FMA.
-    unsafe { tile_avx2_inner(w, rows, x, n, k, out) }
 }
 
 /// Same loop structure as the scalar body, with the 4×2 block in AVX2 registers.
@@ -220,15 +210,10 @@ mod tests {
                         .sum();
                 }
             }
-            let mut versions: Vec<(&str, TileFn)> =
-                vec![("scalar", tile_scalar), ("dispatch", tile)];
-            #[cfg(target_arch = "x86_64")]
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                versions.push(("avx2", tile_avx2));
-            }
-            for (name, f) in versions {
+            for cpu in crate::kernels::available() {
+                let name = cpu.isa().name();
                 let mut out = vec![0.0f32; rows * n];
-                f(&w, rows, &x, n, k, &mut out);
+                tile(cpu, &w, rows, &x, n, k, &mut out);
                 for (o, e) in out.iter().zip(&want) {
                     assert!(
                         (*o as f64 - e).abs() < 1e-5 * (k as f64).sqrt(),

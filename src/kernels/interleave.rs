@@ -2,7 +2,7 @@
 //! 16 rows, interleaved so that vector `i` holds word `i` of every row. Run once per matrix
 //! at load, it is most of the packing time, so it has an AVX-512 gather version.
 
-use super::Isa;
+use super::{Cpu, Isa};
 
 /// Rows per interleaved group (the lanes of a 512-bit vector of 32-bit words).
 pub const GROUP: usize = pocket_formats::quant::rows16::GROUP;
@@ -41,15 +41,17 @@ impl std::ops::Deref for PackedBytes {
 
 /// For `i` in `0..words`, `k` in `0..16`: dst word `16·i + k` = src word `i` of row `k`, that
 /// is the 4 bytes at `src[k·stride + 4·i..]`, xor `flip`. `dst` holds `64·words` bytes.
-pub fn interleave(isa: Isa, src: &[u8], stride: usize, words: usize, dst: &mut [u8], flip: u32) {
+pub fn interleave(cpu: Cpu, src: &[u8], stride: usize, words: usize, dst: &mut [u8], flip: u32) {
     assert!(dst.len() >= 64 * words);
     assert!(words == 0 || (GROUP - 1) * stride + 4 * words <= src.len());
     #[cfg(target_arch = "x86_64")]
-    if isa >= Isa::Avx512 && super::detect() >= Isa::Avx512 && stride <= i32::MAX as usize / GROUP {
-        // SAFETY: AVX-512 F is present (checked just above); every gathered word lies inside
+    if cpu.has(Isa::Avx512) && stride <= i32::MAX as usize / GROUP {
+        // SAFETY: AVX-512 F is present (the `Cpu` token proves it); every gathered word lies inside
         // `src` and every stored vector inside `dst` (asserted above), and the row offsets fit
         // the gather's 32-bit indices.
-        return unsafe { super::x86::interleave_avx512::interleave(src, stride, words, dst, flip) };
+        return unsafe {
+            super::x86::avx512::interleave::interleave(src, stride, words, dst, flip)
+        };
     }
     interleave_scalar(src, stride, words, dst, flip)
 }

@@ -2,14 +2,17 @@
 //! a portable scalar twin that defines what it must compute, and a test that compares the two
 //! on random inputs of odd sizes.
 //!
-//! Layout (after memchr): `q4`/`q8` hold the scalar definitions and the dispatch, `x86/` the
-//! AVX2 and AVX-512 versions. The instruction set is detected once; `POCKET_ISA=scalar|avx2|
-//! avx512` (or [`force`]) caps it, so tests and benchmarks can run every path on one machine.
+//! Layout (after memchr): `q4`, `q8`, `attn`, … hold the scalar definitions and the dispatch;
+//! `x86/avx2/` and `x86/avx512/` the SIMD versions, `pub(crate)`, one file per kernel family
+//! (room for `aarch64/`). One dispatch style: every dispatcher takes a [`Cpu`], a token that
+//! only run-time detection creates ([`Cpu::detect`]), so holding one proves the instructions
+//! exist and no kernel checks again. A caller can lower it ([`Cpu::capped`]: tests and
+//! benchmarks run every path on one machine), never raise it. Which level a model uses is a
+//! value in its [`EngineConfig`](crate::config::EngineConfig), not a process global.
 
 pub mod act;
 pub mod attn;
 pub mod dense;
-pub mod dot;
 pub mod f32_tile;
 pub mod interleave;
 pub mod pool;
@@ -21,9 +24,10 @@ pub mod silu;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
-/// The kernel families, from slowest to fastest.
+/// The kernel families, from slowest to fastest: a name for flags and reports. Kernels take a
+/// [`Cpu`], which proves the level is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Isa {
     /// Portable Rust: the definition of every kernel.
@@ -51,18 +55,57 @@ impl Isa {
             _ => None,
         }
     }
+}
 
-    fn from_u8(v: u8) -> Isa {
-        match v {
-            3 => Isa::Avx512,
-            2 => Isa::Avx2,
-            _ => Isa::Scalar,
+/// Proof that this CPU runs the kernels of [`Cpu::isa`]. The field is private: the only ways
+/// to get one are [`Cpu::detect`] (what the CPU has), [`Cpu::scalar`] (always true) and
+/// [`Cpu::capped`] (a lower level of one you hold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cpu {
+    isa: Isa,
+}
+
+impl Cpu {
+    /// The best instruction set this CPU supports (detected once).
+    pub fn detect() -> Cpu {
+        static BEST: OnceLock<Isa> = OnceLock::new();
+        Cpu {
+            isa: *BEST.get_or_init(detect_isa),
         }
+    }
+
+    /// The portable path, on any CPU.
+    pub fn scalar() -> Cpu {
+        Cpu { isa: Isa::Scalar }
+    }
+
+    /// This level or `cap`, whichever is lower.
+    pub fn capped(self, cap: Isa) -> Cpu {
+        Cpu {
+            isa: self.isa.min(cap),
+        }
+    }
+
+    pub fn isa(self) -> Isa {
+        self.isa
+    }
+
+    /// Whether the kernels of `isa` may run.
+    pub fn has(self, isa: Isa) -> bool {
+        self.isa >= isa
+    }
+
+    /// Every level this CPU runs, lowest first, for tests that compare them.
+    pub fn each() -> Vec<Cpu> {
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512]
+            .into_iter()
+            .filter(|&i| i <= Cpu::detect().isa)
+            .map(|isa| Cpu { isa })
+            .collect()
     }
 }
 
-/// The best instruction set this CPU supports.
-pub fn detect() -> Isa {
+fn detect_isa() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
         if is_x86_feature_detected!("avx512f")
@@ -84,77 +127,10 @@ pub fn detect() -> Isa {
     Isa::Scalar
 }
 
-/// 0: not decided yet.
-static ACTIVE: AtomicU8 = AtomicU8::new(0);
-
-/// The instruction set kernels use: the detected one, capped by `POCKET_ISA` or [`force`].
-pub fn active() -> Isa {
-    match ACTIVE.load(Ordering::Relaxed) {
-        0 => {
-            let best = detect();
-            let isa = std::env::var("POCKET_ISA")
-                .ok()
-                .and_then(|v| Isa::parse(&v))
-                .map_or(best, |cap| cap.min(best));
-            ACTIVE.store(isa as u8, Ordering::Relaxed);
-            isa
-        }
-        v => Isa::from_u8(v),
-    }
-}
-
-/// Caps the instruction set (never above what the CPU has); returns what is now active.
-pub fn force(cap: Isa) -> Isa {
-    let isa = cap.min(detect());
-    ACTIVE.store(isa as u8, Ordering::Relaxed);
-    isa
-}
-
-/// How activations meet quantized weights.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activations {
-    /// Quantized to int8 per block; integer dot products (the fast default).
-    Int8,
-    /// Kept in f32; weights decoded to f32 (the reference path, W4A16 in the strict sense).
-    F32,
-}
-
-/// 0: not decided yet, 1: int8, 2: f32.
-static ACTS: AtomicU8 = AtomicU8::new(0);
-
-/// The activation precision for quantized weights: int8 unless `POCKET_ACT=f32` or
-/// [`set_activations`] says otherwise.
-pub fn activations() -> Activations {
-    match ACTS.load(Ordering::Relaxed) {
-        1 => Activations::Int8,
-        2 => Activations::F32,
-        _ => {
-            let a = match std::env::var("POCKET_ACT").as_deref() {
-                Ok("f32") => Activations::F32,
-                _ => Activations::Int8,
-            };
-            set_activations(a);
-            a
-        }
-    }
-}
-
-pub fn set_activations(a: Activations) {
-    ACTS.store(
-        match a {
-            Activations::Int8 => 1,
-            Activations::F32 => 2,
-        },
-        Ordering::Relaxed,
-    );
-}
-
-/// Every instruction set this CPU can run, for tests that compare them.
-pub fn available() -> Vec<Isa> {
-    [Isa::Scalar, Isa::Avx2, Isa::Avx512]
-        .into_iter()
-        .filter(|&i| i <= detect())
-        .collect()
+/// Every level this CPU runs, for the kernel tests.
+#[cfg(test)]
+pub(crate) fn available() -> Vec<Cpu> {
+    Cpu::each()
 }
 
 #[cfg(test)]

@@ -68,6 +68,8 @@ pub struct Pool {
     threads: usize,
     /// Serialises callers: one job at a time.
     running: Mutex<()>,
+    /// Run mat-vec row bands on rayon instead (a benchmark comparison; see [`init`]).
+    bands_on_rayon: bool,
 }
 
 impl Pool {
@@ -92,11 +94,17 @@ impl Pool {
             shared,
             threads: threads.max(1),
             running: Mutex::new(()),
+            bands_on_rayon: false,
         }
     }
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Whether mat-vec row bands go to rayon rather than this pool.
+    pub fn bands_on_rayon(&self) -> bool {
+        self.bands_on_rayon
     }
 
     /// Runs `f(0..tasks)` across the pool and returns when every task has finished.
@@ -166,9 +174,13 @@ fn worker(s: &Shared) {
 
 static GLOBAL: OnceLock<Pool> = OnceLock::new();
 
-/// Sizes the global pool (the first call wins; later calls return false).
-pub fn init(threads: usize) -> bool {
-    GLOBAL.set(Pool::new(threads)).is_ok()
+/// Sizes the global pool (the first call wins; later calls return false). With
+/// `bands_on_rayon`, mat-vec row bands run on rayon instead of the pool's spin-then-park
+/// workers (the CLI's `POCKET_POOL=rayon`, to measure what the pool buys).
+pub fn init(threads: usize, bands_on_rayon: bool) -> bool {
+    let mut pool = Pool::new(threads);
+    pool.bands_on_rayon = bands_on_rayon;
+    GLOBAL.set(pool).is_ok()
 }
 
 /// The global pool: sized by [`init`] (`--threads`), else by [`default_threads`].

@@ -6,7 +6,7 @@
 //! the activations' block sums. Symmetric blocks have `z = 0`.
 
 use super::act::QuantActs;
-use super::Isa;
+use super::{Cpu, Isa};
 use half::f16;
 
 /// A Q4 matrix as stored: the codes plane (two codes per byte, first in the high nibble) and
@@ -66,9 +66,9 @@ impl<'a> Q4Matrix<'a> {
     }
 }
 
-/// The activation chunk the Q4 kernels of `isa` read (see [`QuantActs::perm`]).
-pub fn act_chunk(isa: Isa) -> usize {
-    match isa {
+/// The activation chunk the Q4 kernels of `cpu` read (see [`QuantActs::perm`]).
+pub fn act_chunk(cpu: Cpu) -> usize {
+    match cpu.isa() {
         Isa::Avx512 => 128,
         Isa::Avx2 => 64,
         Isa::Scalar => 0,
@@ -81,21 +81,27 @@ fn simd_fits(w: &Q4Matrix) -> bool {
 }
 
 /// `y[i] = row(first + i) · x` for `x` quantized by `a` (same block as `w`, chunk from
-/// [`act_chunk`] of `isa`).
-pub fn dot_rows(isa: Isa, w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+/// [`act_chunk`] of `cpu`).
+pub fn dot_rows(cpu: Cpu, w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     w.check();
     assert!(a.cols == w.cols && a.block == w.block && first + y.len() <= w.rows);
-    match isa {
+    // Activations laid out for another kernel are a caller's bug, not a reason to run slowly.
+    assert_eq!(
+        a.chunk,
+        act_chunk(cpu),
+        "activations quantized for another kernel"
+    );
+    match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if simd_fits(w) && a.chunk == 128 && super::detect() >= Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above); the
+        Isa::Avx512 if simd_fits(w) => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it); the
             // shapes and buffer lengths were checked by `check` and the assertion.
-            unsafe { super::x86::q4_avx512::dot_rows(w, first, a, y) }
+            unsafe { super::x86::avx512::q4::dot_rows(w, first, a, y) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if simd_fits(w) && a.chunk == 64 && super::detect() >= Isa::Avx2 => {
+        Isa::Avx2 if simd_fits(w) => {
             // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::q4_avx2::dot_rows(w, first, a, y) }
+            unsafe { super::x86::avx2::q4::dot_rows(w, first, a, y) }
         }
         _ => dot_rows_scalar(w, first, a, y),
     }
@@ -103,7 +109,7 @@ pub fn dot_rows(isa: Isa, w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f3
 
 /// Many tokens at once (prefill): `out[t·count + i] = row(first + i) · x_t`.
 pub fn dot_rows_tokens(
-    isa: Isa,
+    cpu: Cpu,
     w: &Q4Matrix,
     first: usize,
     count: usize,
@@ -112,29 +118,23 @@ pub fn dot_rows_tokens(
 ) {
     w.check();
     assert!(first + count <= w.rows && out.len() == acts.len() * count);
-    assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
+    assert!(acts
+        .iter()
+        .all(|a| a.cols == w.cols && a.block == w.block && a.chunk == act_chunk(cpu)));
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512
-        && simd_fits(w)
-        && acts.iter().all(|a| a.chunk == 128)
-        && super::detect() >= Isa::Avx512
-    {
-        // SAFETY: AVX-512 F/BW/VL/VNNI, FMA and F16C are present (checked just above); the
+    if cpu.isa() == Isa::Avx512 && simd_fits(w) {
+        // SAFETY: AVX-512 F/BW/VL/VNNI, FMA and F16C are present (the `Cpu` token proves it); the
         // shapes, block, activation layout and output length were checked above and by `check`.
-        return unsafe { super::x86::q4_avx512::dot_rows_tokens(w, first, count, acts, out) };
+        return unsafe { super::x86::avx512::q4::dot_rows_tokens(w, first, count, acts, out) };
     }
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx2
-        && simd_fits(w)
-        && acts.iter().all(|a| a.chunk == 64)
-        && super::detect() >= Isa::Avx2
-    {
-        // SAFETY: AVX2, FMA and F16C are present (checked just above); the shapes, block,
+    if cpu.isa() == Isa::Avx2 && simd_fits(w) {
+        // SAFETY: AVX2, FMA and F16C are present (the `Cpu` token proves it); the shapes, block,
         // activation layout and output length were checked above and by `check`.
-        return unsafe { super::x86::q4_avx2::dot_rows_tokens(w, first, count, acts, out) };
+        return unsafe { super::x86::avx2::q4::dot_rows_tokens(w, first, count, acts, out) };
     }
     for (a, o) in acts.iter().zip(out.chunks_exact_mut(count)) {
-        dot_rows(isa, w, first, a, o);
+        dot_rows(cpu, w, first, a, o);
     }
 }
 
@@ -180,7 +180,7 @@ mod tests {
                 let x = rng.vec(cols, 3.0);
                 let mut want = vec![0.0; rows];
                 let mut a = QuantActs::default();
-                a.quantize(&x, block, 0);
+                a.quantize(crate::kernels::Cpu::detect(), &x, block, 0);
                 dot_rows_scalar(&w, 0, &a, &mut want);
                 // The twin against plain f32 math on the same codes.
                 let xd = a.dequantize();
@@ -208,7 +208,7 @@ mod tests {
                         .iter()
                         .map(|x| {
                             let mut a = QuantActs::default();
-                            a.quantize(x, block, act_chunk(isa));
+                            a.quantize(crate::kernels::Cpu::detect(), x, block, act_chunk(isa));
                             a
                         })
                         .collect();
@@ -216,14 +216,14 @@ mod tests {
                     dot_rows_tokens(isa, &w, 1, rows - 1, &acts, &mut got);
                     for (t, x) in xs.iter().enumerate() {
                         let mut a = QuantActs::default();
-                        a.quantize(x, block, 0);
+                        a.quantize(crate::kernels::Cpu::detect(), x, block, 0);
                         let mut e = vec![0.0; rows - 1];
                         dot_rows_scalar(&w, 1, &a, &mut e);
                         for (g, e) in got[t * (rows - 1)..(t + 1) * (rows - 1)].iter().zip(&e) {
                             assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} batched");
                         }
                     }
-                    a.quantize(&x, block, act_chunk(isa));
+                    a.quantize(crate::kernels::Cpu::detect(), &x, block, act_chunk(isa));
                     // Rows 1.. only: a non-zero first row exercises the offsets.
                     let mut got = vec![0.0; rows - 1];
                     dot_rows(isa, &w, 1, &a, &mut got);

@@ -18,7 +18,7 @@
 use super::act::QuantActs;
 use super::interleave::{interleave, PackedBytes};
 use super::q4::Q4Matrix;
-use super::Isa;
+use super::{Cpu, Isa};
 use half::f16;
 use pocket_formats::quant::{rows16, QuantType};
 
@@ -93,14 +93,14 @@ impl PackedQ4 {
         let (nb, dw, pb) = (p.blocks(), p.block / 8, if w.sym { 2 } else { 4 });
         let mut data = vec![0u8; p.rows / GROUP * nb * p.record()];
         use rayon::prelude::*;
-        let isa = super::active();
+        let cpu = super::Cpu::detect(); // packing gives the same bytes on every ISA
         data.par_chunks_exact_mut(nb * p.record())
             .enumerate()
             .for_each(|(g, grp)| {
                 for (b, rec) in grp.chunks_exact_mut(p.record()).enumerate() {
                     let row_bytes = w.cols / 2;
                     let src = &w.codes[g * GROUP * row_bytes + b * w.block / 2..];
-                    interleave(isa, src, row_bytes, dw, rec, 0);
+                    interleave(cpu, src, row_bytes, dw, rec, 0);
                     for k in 0..GROUP {
                         let r = g * GROUP + k;
                         let par = &w.params[(r * nb + b) * pb..][..pb];
@@ -323,7 +323,7 @@ impl PackedQ4 {
 /// `out[t·count + i] = row(first + i) · x_t` with `first` and `count` multiples of 16 and
 /// every `acts[t]` quantized in the matrix's block with chunk [`ACT_CHUNK`].
 pub fn dot_rows_tokens(
-    isa: Isa,
+    cpu: Cpu,
     p: &PackedQ4,
     first: usize,
     count: usize,
@@ -337,17 +337,17 @@ pub fn dot_rows_tokens(
     assert!(acts
         .iter()
         .all(|a| a.cols == p.cols && a.block == p.block && a.chunk == ACT_CHUNK));
-    match isa {
+    match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if super::detect() >= Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+        Isa::Avx512 => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
             // the layout, the row range, the activations and the output were checked above.
-            unsafe { super::x86::q4p_avx512::dot_rows_tokens(p, first, count, acts, out) }
+            unsafe { super::x86::avx512::q4p::dot_rows_tokens(p, first, count, acts, out) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if super::detect() >= Isa::Avx2 => {
+        Isa::Avx2 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::q4p_avx2::dot_rows_tokens(p, first, count, acts, out) }
+            unsafe { super::x86::avx2::q4p::dot_rows_tokens(p, first, count, acts, out) }
         }
         _ => dot_rows_tokens_scalar(p, first, count, acts, out),
     }
@@ -394,7 +394,7 @@ pub fn block_sums(x: &[f32], block: usize) -> Vec<f32> {
 /// [`block_sums`]; `out` is `n × count`, token-major. Per block, `s · Σ c·x + (z − 8s) · Σ x`:
 /// the decoded weight `s·c + z − 8s` with its scale and zero point taken out of the sum.
 pub fn dot_rows_f32(
-    isa: Isa,
+    cpu: Cpu,
     p: &PackedQ4,
     first: usize,
     count: usize,
@@ -406,17 +406,17 @@ pub fn dot_rows_f32(
     assert!(first % GROUP == 0 && count % GROUP == 0 && first + count <= p.rows);
     assert!(out.len() == n * count && x.len() == n * p.cols && sums.len() == n * p.blocks());
     assert!(p.data.len() == p.rows / GROUP * p.blocks() * p.record());
-    match isa {
+    match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if super::detect() >= Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA (checked just above); the
+        Isa::Avx512 => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA (the `Cpu` token proves it); the
             // layout, the row range, the activations and the output were checked above.
-            unsafe { super::x86::q4p_f32_avx512::dot_rows(p, first, count, x, sums, out) }
+            unsafe { super::x86::avx512::q4p_f32::dot_rows(p, first, count, x, sums, out) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if super::detect() >= Isa::Avx2 => {
+        Isa::Avx2 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::q4p_f32_avx2::dot_rows(p, first, count, x, sums, out) }
+            unsafe { super::x86::avx2::q4p_f32::dot_rows(p, first, count, x, sums, out) }
         }
         _ => dot_rows_f32_scalar(p, first, count, x, sums, out),
     }
@@ -497,7 +497,7 @@ mod tests {
                     .iter()
                     .map(|x| {
                         let mut a = QuantActs::default();
-                        a.quantize(x, block, ACT_CHUNK);
+                        a.quantize(crate::kernels::Cpu::detect(), x, block, ACT_CHUNK);
                         a
                     })
                     .collect();
@@ -569,7 +569,7 @@ mod tests {
     /// instruction set both kernels equal their scalar twins, which equal the decoded rows.
     #[test]
     fn ggml_forms_are_lossless_and_every_path_agrees() {
-        use pocket_formats::gguf::{codes, ggml, GgmlType};
+        use pocket_formats::gguf::{codes, ggml};
         let mut rng = Rng(31);
         let mut seed = 11;
         for ty in codes::TYPES {
@@ -605,7 +605,7 @@ mod tests {
                         .chunks_exact(cols)
                         .map(|x| {
                             let mut a = QuantActs::default();
-                            a.quantize(x, cf.block, ACT_CHUNK);
+                            a.quantize(crate::kernels::Cpu::detect(), x, cf.block, ACT_CHUNK);
                             a
                         })
                         .collect();

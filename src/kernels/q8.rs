@@ -1,7 +1,7 @@
 //! 8-bit weight rows times int8 activations: `Σ_b (s_b·sx_b) · Σ_{i∈b} q_i·xq_i`.
 
 use super::act::QuantActs;
-use super::Isa;
+use super::{Cpu, Isa};
 use half::f16;
 
 /// A Q8 matrix as stored: the codes plane (i8, row-major), then one f16 scale per block.
@@ -29,20 +29,20 @@ impl Q8Matrix<'_> {
 }
 
 /// `y[i] = row(first + i) · x` for `x` quantized by `a` in the matrix's blocks.
-pub fn dot_rows(isa: Isa, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+pub fn dot_rows(cpu: Cpu, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     w.check();
     assert!(a.cols == w.cols && a.block == w.block && first + y.len() <= w.rows);
-    match isa {
+    match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if w.block % 64 == 0 && super::detect() >= Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+        Isa::Avx512 if w.block % 64 == 0 => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
             // shapes and lengths were checked by `check` and the assertion.
-            unsafe { super::x86::q8_avx512::dot_rows(w, first, a, y) }
+            unsafe { super::x86::avx512::q8::dot_rows(w, first, a, y) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if w.block % 32 == 0 && super::detect() >= Isa::Avx2 => {
+        Isa::Avx2 if w.block % 32 == 0 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::q8_avx2::dot_rows(w, first, a, y) }
+            unsafe { super::x86::avx2::q8::dot_rows(w, first, a, y) }
         }
         _ => dot_rows_scalar(w, first, a, y),
     }
@@ -50,7 +50,7 @@ pub fn dot_rows(isa: Isa, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f3
 
 /// Many tokens at once (prefill, batched decode): `out[t·count + i] = row(first + i) · x_t`.
 pub fn dot_rows_tokens(
-    isa: Isa,
+    cpu: Cpu,
     w: &Q8Matrix,
     first: usize,
     count: usize,
@@ -61,13 +61,13 @@ pub fn dot_rows_tokens(
     assert!(first + count <= w.rows && out.len() == acts.len() * count);
     assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512 && w.block % 64 == 0 && super::detect() >= Isa::Avx512 {
-        // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+    if cpu.isa() == Isa::Avx512 && w.block % 64 == 0 {
+        // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
         // shapes, blocks and lengths were checked by `check` and the assertions.
-        return unsafe { super::x86::q8_avx512::dot_rows_tokens(w, first, count, acts, out) };
+        return unsafe { super::x86::avx512::q8::dot_rows_tokens(w, first, count, acts, out) };
     }
     for (a, o) in acts.iter().zip(out.chunks_exact_mut(count)) {
-        dot_rows(isa, w, first, a, o);
+        dot_rows(cpu, w, first, a, o);
     }
 }
 
@@ -112,7 +112,7 @@ mod tests {
             };
             let x = rng.vec(cols, 2.0);
             let mut a = QuantActs::default();
-            a.quantize(&x, 64, 0);
+            a.quantize(crate::kernels::Cpu::detect(), &x, 64, 0);
             let mut want = vec![0.0; rows];
             dot_rows_scalar(&w, 0, &a, &mut want);
             let xd = a.dequantize();
@@ -132,7 +132,7 @@ mod tests {
                 .iter()
                 .map(|x| {
                     let mut a = QuantActs::default();
-                    a.quantize(x, 64, 0);
+                    a.quantize(crate::kernels::Cpu::detect(), x, 64, 0);
                     a
                 })
                 .collect();

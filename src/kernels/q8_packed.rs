@@ -3,7 +3,7 @@
 //! rows interleaved, lane k of each 64-byte vector holding 4 consecutive codes of row
 //! `16g + k`. Codes are stored offset by 128 (`q ^ 0x80`), the unsigned operand `vpdpbusd`
 //! needs, so the kernel does no per-vector fix-up; `128·Σx` is taken back once per block
-//! (the AVX2 kernel flips the codes back to signed instead, see `x86/q8p_avx2.rs`).
+//! (the AVX2 kernel flips the codes back to signed instead, see `x86/avx2/q8p.rs`).
 //!
 //! Layout: for each group of 16 rows and each block, `block/4` vectors of 64 bytes (vector
 //! `i`, lane `k` = codes `4i..4i+4` of that block of row `16g + k`), then the 16 rows' f16
@@ -12,7 +12,7 @@
 use super::act::QuantActs;
 use super::interleave::{interleave, PackedBytes};
 use super::q8::Q8Matrix;
-use super::Isa;
+use super::{Cpu, Isa};
 use half::f16;
 use pocket_formats::quant::{rows16, QuantType};
 
@@ -42,13 +42,13 @@ impl PackedQ8 {
         debug_assert_eq!(dw * 4, p.block);
         let mut data = vec![0u8; p.rows / GROUP * nb * rec];
         use rayon::prelude::*;
-        let isa = super::active();
+        let cpu = super::Cpu::detect(); // packing gives the same bytes on every ISA
         data.par_chunks_exact_mut(nb * rec)
             .enumerate()
             .for_each(|(g, grp)| {
                 for (b, rec) in grp.chunks_exact_mut(rec).enumerate() {
                     let src = &w.codes[g * GROUP * w.cols + b * w.block..];
-                    interleave(isa, src, w.cols, dw, rec, 0x8080_8080);
+                    interleave(cpu, src, w.cols, dw, rec, 0x8080_8080);
                     for k in 0..GROUP {
                         let r = g * GROUP + k;
                         let s = &w.scales[(r * nb + b) * 2..][..2];
@@ -88,7 +88,7 @@ impl PackedQ8 {
         let (nb, dw, rec) = (p.blocks(), block / 4, p.record());
         let mut data = vec![0u8; rows / GROUP * nb * rec];
         use rayon::prelude::*;
-        let isa = super::active();
+        let cpu = super::Cpu::detect(); // packing gives the same bytes on every ISA
         data.par_chunks_exact_mut(nb * rec)
             .enumerate()
             .for_each(|(g, grp)| {
@@ -101,7 +101,7 @@ impl PackedQ8 {
                     );
                 }
                 for (b, rec) in grp.chunks_exact_mut(rec).enumerate() {
-                    interleave(isa, &codes[b * block..], cols, dw, rec, 0x8080_8080);
+                    interleave(cpu, &codes[b * block..], cols, dw, rec, 0x8080_8080);
                     for k in 0..GROUP {
                         rec[dw * 64 + k * 2..][..2]
                             .copy_from_slice(&scales[(k * nb + b) * 2..][..2]);
@@ -165,7 +165,7 @@ impl PackedQ8 {
 /// `out[t·count + i] = row(first + i) · x_t` with `first` and `count` multiples of 16 and
 /// every `acts[t]` quantized in the matrix's block.
 pub fn dot_rows_tokens(
-    isa: Isa,
+    cpu: Cpu,
     p: &PackedQ8,
     first: usize,
     count: usize,
@@ -177,17 +177,17 @@ pub fn dot_rows_tokens(
         out.len() == acts.len() * count && p.data.len() == p.rows / GROUP * p.blocks() * p.record()
     );
     assert!(acts.iter().all(|a| a.cols == p.cols && a.block == p.block));
-    match isa {
+    match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if super::detect() >= Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (checked just above);
+        Isa::Avx512 => {
+            // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
             // the layout, the row range, the activations and the output were checked above.
-            unsafe { super::x86::q8p_avx512::dot_rows_tokens(p, first, count, acts, out) }
+            unsafe { super::x86::avx512::q8p::dot_rows_tokens(p, first, count, acts, out) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if super::detect() >= Isa::Avx2 => {
+        Isa::Avx2 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::q8p_avx2::dot_rows_tokens(p, first, count, acts, out) }
+            unsafe { super::x86::avx2::q8p::dot_rows_tokens(p, first, count, acts, out) }
         }
         _ => dot_rows_tokens_scalar(p, first, count, acts, out),
     }
@@ -267,7 +267,7 @@ mod tests {
             let acts: Vec<QuantActs> = (0..5)
                 .map(|_| {
                     let mut a = QuantActs::default();
-                    a.quantize(&rng.vec(cols, 2.0), block, 0);
+                    a.quantize(crate::kernels::Cpu::detect(), &rng.vec(cols, 2.0), block, 0);
                     a
                 })
                 .collect();

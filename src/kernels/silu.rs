@@ -3,24 +3,24 @@
 //! scalar `expf` alone was 3 % of the time.
 
 use super::attn::exp;
-use super::Isa;
+use super::{Cpu, Isa};
 
 /// `gate[i] = silu(gate[i]) · up[i]` with the best kernel for `isa`.
-pub fn silu_mul(isa: Isa, gate: &mut [f32], up: &[f32]) {
+pub fn silu_mul(cpu: Cpu, gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if isa >= Isa::Avx512 {
-            // SAFETY: `isa` never exceeds what `kernels::detect` found (AVX-512 F, FMA); the
+        if cpu.has(Isa::Avx512) {
+            // SAFETY: the `Cpu` token proves the CPU has (AVX-512 F, FMA); the
             // lengths were checked above.
-            return unsafe { super::x86::silu_avx512::silu_mul(gate, up) };
+            return unsafe { super::x86::avx512::silu::silu_mul(gate, up) };
         }
-        if isa >= Isa::Avx2 {
+        if cpu.has(Isa::Avx2) {
             // SAFETY: as above, AVX2 and FMA.
-            return unsafe { super::x86::silu_avx2::silu_mul(gate, up) };
+            return unsafe { super::x86::avx2::silu::silu_mul(gate, up) };
         }
     }
-    let _ = isa;
+    let _ = cpu;
     silu_mul_scalar(gate, up)
 }
 

@@ -54,9 +54,7 @@ pub(super) fn par_rows(
     if band >= y.len() || threads == 1 {
         return f(0, y);
     }
-    // Read once: this runs for every mat-vec of every token.
-    static RAYON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *RAYON.get_or_init(|| std::env::var("POCKET_POOL").is_ok_and(|v| v == "rayon")) {
+    if pool.bands_on_rayon() {
         return y
             .par_chunks_mut(band)
             .enumerate()

@@ -94,7 +94,7 @@ mod tests {
         let acts: Vec<QuantActs> = (0..5)
             .map(|_| {
                 let mut a = QuantActs::default();
-                a.quantize(&rng.vec(cols, 2.0), 32, 0);
+                a.quantize(crate::kernels::Cpu::detect(), &rng.vec(cols, 2.0), 32, 0);
                 a
             })
             .collect();

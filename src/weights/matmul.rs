@@ -14,25 +14,25 @@ impl Matrix {
     pub fn matvec(&self, x: &[f32], y: &mut [f32]) {
         assert!(x.len() == self.cols && y.len() == self.rows);
         if let Some(k) = self.int8_kernel() {
-            let isa = kernels::active();
+            let cpu = self.config.cpu;
             let mut a = QuantActs::default();
-            a.quantize(x, k.block(), k.chunk(isa));
+            a.quantize(cpu, x, k.block(), k.chunk(cpu));
             par_rows(y, self.cols, k.align(), |first, ys| {
-                k.dot_rows(isa, first, &a, ys)
+                k.dot_rows(cpu, first, &a, ys)
             });
             return;
         }
         if let Some(p) = self.w4a16_kernel() {
-            let isa = kernels::active();
+            let cpu = self.config.cpu;
             let sums = q4_packed::block_sums(x, p.block);
             return par_rows(y, self.cols, q4_packed::GROUP, |first, ys| {
-                q4_packed::dot_rows_f32(isa, p, first, ys.len(), x, &sums, ys)
+                q4_packed::dot_rows_f32(cpu, p, first, ys.len(), x, &sums, ys)
             });
         }
         if let Some(d) = self.dense_kernel() {
-            let isa = kernels::active();
+            let cpu = self.config.cpu;
             return par_rows(y, self.cols, 1, |first, ys| {
-                dense_kernel::rows_tokens(isa, &d, first, ys.len(), x, 1, ys)
+                dense_kernel::rows_tokens(cpu, &d, first, ys.len(), x, 1, ys)
             });
         }
         par_rows(y, self.cols, 1, |first, ys| {
@@ -50,10 +50,10 @@ impl Matrix {
     pub fn matvec_group(ms: &[&Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
         assert_eq!(ms.len(), ys.len());
         let kernels: Option<Vec<IntKernel>> = ms.iter().map(|m| m.int8_kernel()).collect();
-        let isa = kernels::active();
+        let cpu = ms[0].config.cpu;
         let same = kernels.as_ref().filter(|ks| {
             ks.windows(2)
-                .all(|w| w[0].block() == w[1].block() && w[0].chunk(isa) == w[1].chunk(isa))
+                .all(|w| w[0].block() == w[1].block() && w[0].chunk(cpu) == w[1].chunk(cpu))
         });
         let Some(ks) = same else {
             for (m, y) in ms.iter().zip(ys.iter_mut()) {
@@ -65,7 +65,7 @@ impl Matrix {
             assert!(x.len() == m.cols && y.len() == m.rows);
         }
         let mut a = QuantActs::default();
-        a.quantize(x, ks[0].block(), ks[0].chunk(isa));
+        a.quantize(cpu, x, ks[0].block(), ks[0].chunk(cpu));
         let pool = kernels::pool::global();
         let threads = pool.threads();
         let mut bands: Vec<(usize, usize, std::sync::Mutex<&mut [f32]>)> = Vec::new();
@@ -78,7 +78,7 @@ impl Matrix {
         pool.run(bands.len(), &|t| {
             let (i, first, ref out) = bands[t];
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            ks[i].dot_rows(isa, first, &a, &mut out);
+            ks[i].dot_rows(cpu, first, &a, &mut out);
         });
     }
 
@@ -101,7 +101,7 @@ impl Matrix {
         for (m, y) in ms.iter().zip(ys.iter()) {
             assert!(x.len() == n * m.cols && y.len() == n * m.rows);
         }
-        let isa = kernels::active();
+        let cpu = ms[0].config.cpu;
         let kernels: Option<Vec<BatchKernel>> = ms
             .iter()
             .map(|m| {
@@ -137,7 +137,7 @@ impl Matrix {
             for ((k, m), out) in ks.iter().zip(ms).zip(outs.iter_mut()) {
                 match k {
                     BatchKernel::Int(k) => {
-                        let key = (k.block(), k.chunk(isa));
+                        let key = (k.block(), k.chunk(cpu));
                         let at = match quantized.iter().position(|(q, _)| *q == key) {
                             Some(at) => at,
                             None => {
@@ -145,7 +145,7 @@ impl Matrix {
                                     .chunks_exact(cols)
                                     .map(|xt| {
                                         let mut a = QuantActs::default();
-                                        a.quantize(xt, key.0, key.1);
+                                        a.quantize(cpu, xt, key.0, key.1);
                                         a
                                     })
                                     .collect();
@@ -153,14 +153,14 @@ impl Matrix {
                                 quantized.len() - 1
                             }
                         };
-                        k.dot_rows_tokens(isa, 0, m.rows, &quantized[at].1, out);
+                        k.dot_rows_tokens(cpu, 0, m.rows, &quantized[at].1, out);
                     }
                     BatchKernel::W4A16(p) => {
                         let sums = q4_packed::block_sums(xc, p.block);
-                        q4_packed::dot_rows_f32(isa, p, 0, m.rows, xc, &sums, out)
+                        q4_packed::dot_rows_f32(cpu, p, 0, m.rows, xc, &sums, out)
                     }
                     BatchKernel::Dense(d) => {
-                        dense_kernel::rows_tokens(isa, d, 0, m.rows, xc, nt, out)
+                        dense_kernel::rows_tokens(cpu, d, 0, m.rows, xc, nt, out)
                     }
                 }
             }
@@ -173,9 +173,9 @@ impl Matrix {
             return self.matmul_int8(&k, x, n, y);
         }
         if let Some(p) = self.w4a16_kernel() {
-            let (isa, sums) = (kernels::active(), q4_packed::block_sums(x, p.block));
+            let (cpu, sums) = (self.config.cpu, q4_packed::block_sums(x, p.block));
             let f = |first, count, part: &mut [f32]| {
-                q4_packed::dot_rows_f32(isa, p, first, count, x, &sums, part)
+                q4_packed::dot_rows_f32(cpu, p, first, count, x, &sums, part)
             };
             return if n <= SMALL_BATCH {
                 self.pool_bands(n, y, q4_packed::GROUP, f)
@@ -201,7 +201,7 @@ impl Matrix {
                     self.row(first + i, wr);
                 }
                 let mut part = vec![0.0f32; count * n];
-                crate::kernels::f32_tile::tile(&w, count, x, n, cols, &mut part);
+                crate::kernels::f32_tile::tile(self.config.cpu, &w, count, x, n, cols, &mut part);
                 (first, part)
             })
             .collect();
@@ -218,7 +218,7 @@ impl Matrix {
     /// band of rows (which stays in cache) across all tokens.
     fn matmul_int8(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
         let (rows, cols) = (self.rows, self.cols);
-        let isa = kernels::active();
+        let cpu = self.config.cpu;
         if n <= SMALL_BATCH {
             return self.matmul_int8_small(k, x, n, y);
         }
@@ -226,12 +226,12 @@ impl Matrix {
             .par_chunks_exact(cols)
             .map(|xt| {
                 let mut a = QuantActs::default();
-                a.quantize(xt, k.block(), k.chunk(isa));
+                a.quantize(cpu, xt, k.block(), k.chunk(cpu));
                 a
             })
             .collect();
         rayon_bands(rows, 64, n, y, |first, count, part| {
-            k.dot_rows_tokens(isa, first, count, &acts, part)
+            k.dot_rows_tokens(cpu, first, count, &acts, part)
         });
     }
 }
@@ -263,31 +263,31 @@ impl Matrix {
     /// bands on the worker pool (spin-then-park, no per-call rayon scheduling), each band
     /// running the batched kernel over every token.
     fn matmul_int8_small(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
-        let isa = kernels::active();
+        let cpu = self.config.cpu;
         let acts: Vec<QuantActs> = x
             .chunks_exact(self.cols)
             .map(|xt| {
                 let mut a = QuantActs::default();
-                a.quantize(xt, k.block(), k.chunk(isa));
+                a.quantize(cpu, xt, k.block(), k.chunk(cpu));
                 a
             })
             .collect();
         self.pool_bands(n, y, k.align(), |first, count, part| {
-            k.dot_rows_tokens(isa, first, count, &acts, part)
+            k.dot_rows_tokens(cpu, first, count, &acts, part)
         });
     }
 
     /// Dense weights straight from their bytes: a few tokens on the worker pool (batched
     /// decode), more on rayon in bands of rows that stay in cache across the tokens.
     fn matmul_dense(&self, d: &DenseMatrix, x: &[f32], n: usize, y: &mut [f32]) {
-        let isa = kernels::active();
+        let cpu = self.config.cpu;
         if n <= SMALL_BATCH {
             return self.pool_bands(n, y, 1, |first, count, part| {
-                dense_kernel::rows_tokens(isa, d, first, count, x, n, part)
+                dense_kernel::rows_tokens(cpu, d, first, count, x, n, part)
             });
         }
         rayon_bands(self.rows, 32, n, y, |first, count, part| {
-            dense_kernel::rows_tokens(isa, d, first, count, x, n, part)
+            dense_kernel::rows_tokens(cpu, d, first, count, x, n, part)
         });
     }
 
@@ -300,7 +300,7 @@ impl Matrix {
                 self.row(first + i, wr);
             }
             let mut t = vec![0.0f32; count * n];
-            crate::kernels::f32_tile::tile(&w, count, x, n, cols, &mut t);
+            crate::kernels::f32_tile::tile(self.config.cpu, &w, count, x, n, cols, &mut t);
             // `tile` writes row-major by weight row; bands hand back token-major parts.
             for (i, r) in t.chunks_exact(n).enumerate() {
                 for (tk, &v) in r.iter().enumerate() {
@@ -346,6 +346,7 @@ impl Matrix {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::EngineConfig;
     use crate::kernels::testutil::Rng;
     use pocket_formats::bytes::ByteView;
     use pocket_formats::quant::{q4, q4::Options, q8, search::Method, QuantType};
@@ -362,7 +363,15 @@ mod tests {
             .path()
             .join(format!("{q}-{rows}x{cols}.bin").replace(['/', ' '], "_"));
         std::fs::write(&path, bytes).unwrap();
-        Matrix::new("w", rows, cols, q, ByteView::map_file(&path).unwrap()).unwrap()
+        Matrix::new(
+            "w",
+            rows,
+            cols,
+            q,
+            ByteView::map_file(&path).unwrap(),
+            EngineConfig::fast(),
+        )
+        .unwrap()
     }
 
     #[test]

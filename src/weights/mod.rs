@@ -15,11 +15,12 @@ mod source;
 
 pub use source::WeightSource;
 
+use crate::config::{Activations, Cpu, EngineConfig, Isa};
 use crate::kernels::act::QuantActs;
 use crate::kernels::dense::{DenseKind, DenseMatrix};
 use crate::kernels::q4_packed::{self, PackedQ4};
 use crate::kernels::q8_packed::{self, PackedQ8};
-use crate::kernels::{self, q4::Q4Matrix, q8::Q8Matrix, Activations, Isa};
+use crate::kernels::{self, q4::Q4Matrix, q8::Q8Matrix};
 use crate::Error;
 use pocket_formats::bytes::ByteView;
 use pocket_formats::gguf::{ggml as ggml_blocks, GgmlType};
@@ -49,6 +50,8 @@ pub struct Matrix {
     /// Q4 and Q8 weights repacked 16 rows at a time for the AVX2 and AVX-512 kernels (see
     /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
     packed: Option<Packed>,
+    /// The kernels and activation precision this matrix runs with (the model's).
+    config: EngineConfig,
 }
 
 /// A matrix repacked for the SIMD kernels.
@@ -65,16 +68,17 @@ impl Matrix {
         cols: usize,
         dtype: QuantType,
         data: ByteView,
+        config: EngineConfig,
     ) -> Result<Matrix, Error> {
         match dtype.byte_size(rows, cols) {
             Some(n) if n == data.len() => {
-                let isa = kernels::active();
+                let simd = config.cpu.has(Isa::Avx2);
                 let packed = match dtype {
-                    QuantType::Q4 { block, sym } if isa >= Isa::Avx2 => {
+                    QuantType::Q4 { block, sym } if simd => {
                         let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
                         PackedQ4::pack(&w).map(Packed::Q4)
                     }
-                    QuantType::Q8 { block } if isa >= Isa::Avx2 => {
+                    QuantType::Q8 { block } if simd => {
                         let (codes, scales) = data.as_slice().split_at(rows * cols);
                         PackedQ8::pack(&Q8Matrix {
                             codes,
@@ -91,7 +95,9 @@ impl Matrix {
                     // The packed copy replaces the mapped bytes: hand their pages back.
                     data.release();
                 }
-                Ok(Matrix::stored(name, rows, cols, dtype, data, packed))
+                Ok(Matrix::stored(
+                    name, rows, cols, dtype, data, packed, config,
+                ))
             }
             _ => Err(Error::Invalid(format!(
                 "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
@@ -110,9 +116,10 @@ impl Matrix {
         dtype: QuantType,
         layout: Layout,
         data: ByteView,
+        config: EngineConfig,
     ) -> Result<Matrix, Error> {
         if layout == Layout::Rows {
-            return Matrix::new(name, rows, cols, dtype, data);
+            return Matrix::new(name, rows, cols, dtype, data, config);
         }
         let packed = match dtype {
             QuantType::Q4 { block, sym } => {
@@ -130,7 +137,15 @@ impl Matrix {
             )));
         };
         // `data` holds the same bytes in the packed order: every read goes through `packed`.
-        Ok(Matrix::stored(name, rows, cols, dtype, data, Some(packed)))
+        Ok(Matrix::stored(
+            name,
+            rows,
+            cols,
+            dtype,
+            data,
+            Some(packed),
+            config,
+        ))
     }
 
     fn stored(
@@ -140,6 +155,7 @@ impl Matrix {
         dtype: QuantType,
         data: ByteView,
         packed: Option<Packed>,
+        config: EngineConfig,
     ) -> Matrix {
         Matrix {
             name: name.into(),
@@ -149,6 +165,7 @@ impl Matrix {
             data,
             row_map: None,
             packed,
+            config,
         }
     }
 
@@ -160,6 +177,7 @@ impl Matrix {
         ty: GgmlType,
         data: ByteView,
         row_map: Option<Vec<u32>>,
+        config: EngineConfig,
     ) -> Result<Matrix, Error> {
         let ok = ty
             .bytes_for(cols as u64)
@@ -193,6 +211,7 @@ impl Matrix {
                 row_map.map(Into::into)
             },
             packed,
+            config,
         })
     }
 
@@ -253,7 +272,7 @@ impl Matrix {
     /// The SIMD view of an f32/f16/bf16 matrix, on CPUs with the AVX-512 dense kernel (others
     /// keep the decode-then-tile path, whose AVX2 tile is faster than the scalar twin).
     fn dense_kernel(&self) -> Option<DenseMatrix<'_>> {
-        if kernels::active() < Isa::Avx512 || self.row_map.is_some() {
+        if !self.config.cpu.has(Isa::Avx512) || self.row_map.is_some() {
             return None;
         }
         let kind = match self.encoding {
@@ -273,14 +292,14 @@ impl Matrix {
     /// The packed Q4 matrix, when activations stay in f32 (W4A16 kernels).
     fn w4a16_kernel(&self) -> Option<&PackedQ4> {
         match &self.packed {
-            Some(Packed::Q4(p)) if kernels::activations() == Activations::F32 => Some(p),
+            Some(Packed::Q4(p)) if self.config.activations == Activations::F32 => Some(p),
             _ => None,
         }
     }
 
     /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
     fn int8_kernel(&self) -> Option<IntKernel<'_>> {
-        if kernels::activations() != Activations::Int8 || self.row_map.is_some() {
+        if self.config.activations != Activations::Int8 || self.row_map.is_some() {
             return None;
         }
         match &self.packed {
@@ -306,6 +325,11 @@ impl Matrix {
             }
             _ => None,
         }
+    }
+
+    /// The kernels' instruction set for this matrix.
+    pub fn cpu(&self) -> Cpu {
+        self.config.cpu
     }
 
     /// Bytes of the weights as the kernels read them.
@@ -336,9 +360,9 @@ impl IntKernel<'_> {
         }
     }
 
-    fn chunk(&self, isa: Isa) -> usize {
+    fn chunk(&self, cpu: Cpu) -> usize {
         match self {
-            IntKernel::Q4(_) => kernels::q4::act_chunk(isa),
+            IntKernel::Q4(_) => kernels::q4::act_chunk(cpu),
             IntKernel::Q4Packed(_) => q4_packed::ACT_CHUNK,
             IntKernel::Q8(_) | IntKernel::Q8Packed(_) => 0,
         }
@@ -352,32 +376,32 @@ impl IntKernel<'_> {
         }
     }
 
-    fn dot_rows(&self, isa: Isa, first: usize, a: &QuantActs, y: &mut [f32]) {
+    fn dot_rows(&self, cpu: Cpu, first: usize, a: &QuantActs, y: &mut [f32]) {
         match self {
-            IntKernel::Q4(m) => kernels::q4::dot_rows(isa, m, first, a, y),
+            IntKernel::Q4(m) => kernels::q4::dot_rows(cpu, m, first, a, y),
             IntKernel::Q4Packed(p) => {
-                q4_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
+                q4_packed::dot_rows_tokens(cpu, p, first, y.len(), std::slice::from_ref(a), y)
             }
-            IntKernel::Q8(m) => kernels::q8::dot_rows(isa, m, first, a, y),
+            IntKernel::Q8(m) => kernels::q8::dot_rows(cpu, m, first, a, y),
             IntKernel::Q8Packed(p) => {
-                q8_packed::dot_rows_tokens(isa, p, first, y.len(), std::slice::from_ref(a), y)
+                q8_packed::dot_rows_tokens(cpu, p, first, y.len(), std::slice::from_ref(a), y)
             }
         }
     }
 
     fn dot_rows_tokens(
         &self,
-        isa: Isa,
+        cpu: Cpu,
         first: usize,
         count: usize,
         acts: &[QuantActs],
         out: &mut [f32],
     ) {
         match self {
-            IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(isa, m, first, count, acts, out),
-            IntKernel::Q4Packed(p) => q4_packed::dot_rows_tokens(isa, p, first, count, acts, out),
-            IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(isa, m, first, count, acts, out),
-            IntKernel::Q8Packed(p) => q8_packed::dot_rows_tokens(isa, p, first, count, acts, out),
+            IntKernel::Q4(m) => kernels::q4::dot_rows_tokens(cpu, m, first, count, acts, out),
+            IntKernel::Q4Packed(p) => q4_packed::dot_rows_tokens(cpu, p, first, count, acts, out),
+            IntKernel::Q8(m) => kernels::q8::dot_rows_tokens(cpu, m, first, count, acts, out),
+            IntKernel::Q8Packed(p) => q8_packed::dot_rows_tokens(cpu, p, first, count, acts, out),
         }
     }
 }

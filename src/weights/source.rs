@@ -2,6 +2,7 @@
 //! the shape the model expects, as [`Matrix`] values.
 
 use super::Matrix;
+use crate::config::EngineConfig;
 use crate::Error;
 use pocket_formats::gguf::GgufFile;
 use pocket_formats::hf::{DType, HfCheckpoint, MappedTensor};
@@ -12,7 +13,13 @@ use pocket_formats::quant::QuantType;
 pub trait WeightSource {
     /// The file named in errors.
     fn describe(&self) -> String;
-    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error>;
+    fn matrix(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        config: EngineConfig,
+    ) -> Result<Matrix, Error>;
     /// A small vector (norm weight, bias) read fully into memory.
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error>;
 }
@@ -40,12 +47,18 @@ impl WeightSource for HfCheckpoint {
         self.dir.display().to_string()
     }
 
-    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error> {
+    fn matrix(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        config: EngineConfig,
+    ) -> Result<Matrix, Error> {
         let t = self.tensor(name)?;
         if t.shape != [rows, cols] {
             return Err(shape_error(name, &t.shape, &[rows, cols]));
         }
-        Matrix::new(name, rows, cols, hf_dtype(t)?, t.view().clone())
+        Matrix::new(name, rows, cols, hf_dtype(t)?, t.view().clone(), config)
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {
@@ -63,12 +76,26 @@ impl WeightSource for PocketFile {
         self.path.display().to_string()
     }
 
-    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error> {
+    fn matrix(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        config: EngineConfig,
+    ) -> Result<Matrix, Error> {
         let t = pocket_tensor(self, name)?;
         if t.entry.shape != [rows, cols] {
             return Err(shape_error(name, &t.entry.shape, &[rows, cols]));
         }
-        Matrix::from_pocket(name, rows, cols, t.entry.dtype, t.entry.layout, t.data)
+        Matrix::from_pocket(
+            name,
+            rows,
+            cols,
+            t.entry.dtype,
+            t.entry.layout,
+            t.data,
+            config,
+        )
     }
 
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, Error> {
@@ -76,7 +103,7 @@ impl WeightSource for PocketFile {
         if t.entry.shape != [len] {
             return Err(shape_error(name, &t.entry.shape, &[len]));
         }
-        let m = Matrix::new(name, 1, len, t.entry.dtype, t.data)?;
+        let m = Matrix::new(name, 1, len, t.entry.dtype, t.data, EngineConfig::fast())?;
         let mut out = vec![0.0; len];
         m.row(0, &mut out);
         Ok(out)
@@ -98,7 +125,13 @@ impl WeightSource for GgufFile {
         self.path.display().to_string()
     }
 
-    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, Error> {
+    fn matrix(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        config: EngineConfig,
+    ) -> Result<Matrix, Error> {
         let t = gguf_tensor(self, name)?;
         if t.dims != [cols as u64, rows as u64] {
             return Err(shape_error(
@@ -114,6 +147,7 @@ impl WeightSource for GgufFile {
             t.ty,
             t.data.clone(),
             self.llama_row_map(name, rows),
+            config,
         )
     }
 
@@ -126,7 +160,15 @@ impl WeightSource for GgufFile {
                 &[len],
             ));
         }
-        let m = Matrix::ggml(name, 1, len, t.ty, t.data.clone(), None)?;
+        let m = Matrix::ggml(
+            name,
+            1,
+            len,
+            t.ty,
+            t.data.clone(),
+            None,
+            EngineConfig::fast(),
+        )?;
         let mut v = vec![0.0; len];
         m.row(0, &mut v);
         if let Some(fam) = pocket_formats::gguf::model::family(self) {

@@ -2,12 +2,57 @@
 //! and the logit comparison every "equals the reference" test makes.
 #![allow(dead_code)] // each test binary uses a subset
 
-use pocket::loader::LoadedModel;
+use pocket::config::{Activations, EngineConfig, Isa, KvPrecision};
+use pocket::loader::{LoadOptions, LoadedModel};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The engine configuration these tests run with: the fast path, capped by `POCKET_ISA` and
+/// switched to f32 activations by `POCKET_ACT=f32` (CI reruns the suites per ISA this way; the
+/// library itself reads no environment).
+pub fn config() -> EngineConfig {
+    let mut c = EngineConfig::fast();
+    if let Some(isa) = std::env::var("POCKET_ISA")
+        .ok()
+        .and_then(|v| Isa::parse(&v))
+    {
+        c = c.capped(isa);
+    }
+    if std::env::var("POCKET_ACT").is_ok_and(|v| v == "f32") {
+        c.activations = Activations::F32;
+        c.kv = KvPrecision::F32;
+    }
+    c
+}
+
+/// Opens a model with [`config`], checksums verified.
+pub fn open(path: &Path) -> Result<LoadedModel, pocket::Error> {
+    open_with(path, config())
+}
+
+/// Opens a model on the exact path (f32 activations and cache) at [`config`]'s ISA.
+pub fn open_exact(path: &Path) -> Result<LoadedModel, pocket::Error> {
+    open_with(
+        path,
+        EngineConfig {
+            cpu: config().cpu,
+            ..EngineConfig::exact()
+        },
+    )
+}
+
+pub fn open_with(path: &Path, config: EngineConfig) -> Result<LoadedModel, pocket::Error> {
+    LoadedModel::open_with(
+        path,
+        LoadOptions {
+            verify: true,
+            config,
+        },
+    )
 }
 
 /// A JSON array of token ids.
@@ -42,12 +87,16 @@ pub fn assert_tokenizes(m: &LoadedModel, cases: &Value) {
     }
 }
 
-/// Runs `logits.ids` one token at a time and returns the largest absolute difference from
-/// `logits.values` (one row of vocabulary logits per position).
-/// The largest |logit − reference| over the recorded positions, on the exact path (f32
-/// activations): these checks pin the math and the codecs, not the int8 fast path.
+/// Runs `logits.ids` one token at a time and returns the largest |logit − reference| over the
+/// recorded positions (`logits.values`: one row of vocabulary logits per position). `m` must
+/// be on the exact path ([`open_exact`]): these checks pin the math and the codecs, not the
+/// int8 fast path.
 pub fn max_logit_error(m: &LoadedModel, logits: &Value) -> f32 {
-    pocket::kernels::set_activations(pocket::kernels::Activations::F32);
+    assert_eq!(
+        m.model.config.activations,
+        Activations::F32,
+        "open the model with common::open_exact"
+    );
     let tokens = ids(&logits["ids"]);
     let mut state = m.model.new_state(tokens.len().max(1));
     let mut worst = 0.0f32;

@@ -4,7 +4,6 @@
 
 use pocket::batch::{generate_text_queue, BatchItem};
 use pocket::generate::{generate_text, Control, StopAt};
-use pocket::loader::LoadedModel;
 use pocket::sampler::{Sampler, SamplerConfig};
 
 use crate::common;
@@ -37,7 +36,7 @@ fn batched_answers_equal_single_stream_answers() {
             }
             None => dir,
         };
-        let m = LoadedModel::open(&path).unwrap();
+        let m = crate::common::open(&path).unwrap();
         let texts = [
             "Hello there",
             "The quick brown fox jumps over the lazy dog and",

@@ -14,7 +14,7 @@ fn fixture(name: &str) -> LoadedModel {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/tiny")
         .join(name);
-    LoadedModel::open(&dir).expect("open fixture")
+    crate::common::open(&dir).expect("open fixture")
 }
 
 fn greedy(max_tokens: usize) -> ChatSettings {

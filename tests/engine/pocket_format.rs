@@ -49,8 +49,8 @@ fn full_precision_export_runs_bit_identically() {
         let out = tmp.path().join(format!("{name}.pocket"));
         export(&fixture(name), &out, &["--quant", q]);
         let (hf, pk) = (
-            LoadedModel::open(&fixture(name)).unwrap(),
-            LoadedModel::open(&out).unwrap(),
+            crate::common::open(&fixture(name)).unwrap(),
+            crate::common::open(&out).unwrap(),
         );
         let ids = &reference_ids(name)[..12];
         assert_eq!(all_logits(&hf, ids), all_logits(&pk, ids), "{name}");
@@ -68,7 +68,7 @@ fn full_precision_export_runs_bit_identically() {
 fn quantized_builds_stay_close_and_q4_is_small() {
     let tmp = tempfile::tempdir().unwrap();
     let name = "qwen3-tiny";
-    let hf = LoadedModel::open(&fixture(name)).unwrap();
+    let hf = crate::common::open(&fixture(name)).unwrap();
     let ids = &reference_ids(name)[..16];
     let want = all_logits(&hf, ids);
     let mut sizes = Vec::new();
@@ -81,7 +81,7 @@ fn quantized_builds_stay_close_and_q4_is_small() {
     for (q, tol) in [("q8", 0.05f32), ("q4", 0.4)] {
         let out = tmp.path().join(format!("{q}.pocket"));
         export(&fixture(name), &out, &["--quant", q, "--block", "32"]);
-        let m = LoadedModel::open(&out).unwrap();
+        let m = crate::common::open(&out).unwrap();
         let got = all_logits(&m, ids);
         let n = (got.len() * got[0].len()) as f32;
         let mean = got
@@ -364,9 +364,9 @@ fn rows16_tensors_run_in_place_like_row_major_ones() {
             w.write_next(&pt.row_major()).unwrap();
         }
         w.finish().unwrap();
-        let a = all_logits(&LoadedModel::open(&packed).unwrap(), ids);
-        let b = all_logits(&LoadedModel::open(&plain).unwrap(), ids);
-        if pocket::kernels::active() >= pocket::kernels::Isa::Avx2 {
+        let a = all_logits(&crate::common::open(&packed).unwrap(), ids);
+        let b = all_logits(&crate::common::open(&plain).unwrap(), ids);
+        if crate::common::config().cpu.has(pocket::config::Isa::Avx2) {
             // Both files end up in the same packed bytes and kernels.
             for (x, y) in a.iter().flatten().zip(b.iter().flatten()) {
                 assert_eq!(x.to_bits(), y.to_bits(), "{q}: {x} vs {y}");

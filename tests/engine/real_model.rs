@@ -19,7 +19,7 @@ fn load() -> (LoadedModel, Value) {
     let dir = std::env::var_os("POCKET_REAL_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("models/smollm2-135m-instruct"));
-    let m = LoadedModel::open(&dir).unwrap_or_else(|e| panic!("{e} ({WHY})"));
+    let m = crate::common::open(&dir).unwrap_or_else(|e| panic!("{e} ({WHY})"));
     let r = std::fs::read_to_string(root.join("fixtures/smollm2-reference.json")).unwrap();
     (m, serde_json::from_str(&r).unwrap())
 }

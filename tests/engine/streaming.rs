@@ -112,8 +112,5 @@ fn smollm2_tokenizer_streams_whole_characters() {
     ) else {
         return;
     };
-    check_streams(
-        &pocket::loader::LoadedModel::open(&gguf).unwrap().tokenizer,
-        &gguf,
-    );
+    check_streams(&crate::common::open(&gguf).unwrap().tokenizer, &gguf);
 }

@@ -18,7 +18,7 @@ fn fixture(name: &str) -> (LoadedModel, Value) {
         .join(name);
     let reference = std::fs::read_to_string(dir.join("reference.json")).expect("reference.json");
     (
-        LoadedModel::open(&dir).expect("fixture loads"),
+        crate::common::open(&dir).expect("fixture loads"),
         serde_json::from_str(&reference).unwrap(),
     )
 }

@@ -2,7 +2,7 @@
 //! and running it against transformers' reference; and our Q4 carried into Q4_0/Q4_1 unchanged.
 //! (The comparison with llama.cpp itself is scripts/check-gguf-llamacpp.sh.)
 
-use pocket::loader::{LoadedModel, ModelFile};
+use pocket::loader::ModelFile;
 use pocket::weights::WeightSource;
 use pocket_formats::gguf::{GgmlType, GgufFile};
 use serde_json::Value;
@@ -77,10 +77,11 @@ fn f32_export_of_each_family_matches_transformers() {
         let r: Value =
             serde_json::from_str(&std::fs::read_to_string(src.join("reference.json")).unwrap())
                 .unwrap();
-        let worst = common::max_logit_error(&LoadedModel::open(&out).unwrap(), &r["logits"]);
+        let worst =
+            common::max_logit_error(&crate::common::open_exact(&out).unwrap(), &r["logits"]);
         assert!(worst < 1e-4, "{name}: max logit error {worst}");
         // Tokenizer rebuilt from tokenizer.ggml.* gives the HF ids.
-        let m = LoadedModel::open(&out).unwrap();
+        let m = crate::common::open_exact(&out).unwrap();
         for case in r["tokenize"].as_array().unwrap() {
             let ids: Vec<u32> = case["ids"]
                 .as_array()
@@ -142,7 +143,7 @@ fn pocket_q4_carries_into_q4_0_and_q4_1_unchanged() {
         // Every carried tensor dequantizes identically from both files (inexact blocks aside).
         let (g, p) = (
             GgufFile::open(&out).unwrap(),
-            LoadedModel::open(&pk).unwrap(),
+            crate::common::open_exact(&pk).unwrap(),
         );
         let ModelFile::Pocket(pf) = &p.file else {
             panic!()
@@ -156,8 +157,10 @@ fn pocket_q4_carries_into_q4_0_and_q4_1_unchanged() {
             ] {
                 let name = format!("model.layers.{layer}.{proj}.weight");
                 let (a, b) = (
-                    g.matrix(&name, rows, cols).unwrap(),
-                    pf.matrix(&name, rows, cols).unwrap(),
+                    g.matrix(&name, rows, cols, crate::common::config())
+                        .unwrap(),
+                    pf.matrix(&name, rows, cols, crate::common::config())
+                        .unwrap(),
                 );
                 assert_eq!(a.type_name(), ty.name());
                 let (mut x, mut y) = (vec![0.0; cols], vec![0.0; cols]);
@@ -226,7 +229,7 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
     assert!(g.get("gemma3.attention.sliding_window").is_some());
     assert!(g.get("gemma3.attention.key_length").is_some());
     // A norm weight w is stored as 1 + w.
-    let hf = LoadedModel::open(&copy).unwrap();
+    let hf = crate::common::open_exact(&copy).unwrap();
     let w = match &hf.file {
         ModelFile::Hf(h) => h
             .tensor("model.layers.0.post_attention_layernorm.weight")
@@ -245,7 +248,7 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(copy.join("reference.json")).unwrap())
             .unwrap();
-    let gguf = LoadedModel::open(&out).unwrap();
+    let gguf = crate::common::open_exact(&out).unwrap();
     let tokens = common::ids(&r["logits"]["ids"]);
     let (mut a, mut b) = (hf.model.new_state(64), gguf.model.new_state(64));
     let mut worst = 0.0f32;

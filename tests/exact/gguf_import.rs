@@ -3,7 +3,7 @@
 //! hostile files. Fixtures: fixtures/make_gguf_fixtures.py (gguf-py, llama.cpp's own library).
 
 use pocket::chat_template::Message;
-use pocket::loader::{LoadedModel, ModelFile};
+use pocket::loader::ModelFile;
 use pocket::weights::Matrix;
 use pocket_formats::gguf::GgufFile;
 use pocket_formats::hf::SafetensorsFile;
@@ -21,7 +21,16 @@ fn every_ggml_type_dequantizes_like_gguf_py() {
     assert_eq!(f.tensors.len(), 11);
     for t in &f.tensors {
         let (rows, cols) = t.matrix_shape();
-        let m = Matrix::ggml(&t.name, rows, cols, t.ty, t.data.clone(), None).unwrap();
+        let m = Matrix::ggml(
+            &t.name,
+            rows,
+            cols,
+            t.ty,
+            t.data.clone(),
+            None,
+            crate::common::config(),
+        )
+        .unwrap();
         let want = expected.tensors[&t.name].to_f32_vec().unwrap();
         let mut row = vec![0.0; cols];
         for r in 0..rows {
@@ -47,7 +56,7 @@ fn reference() -> Value {
 
 #[test]
 fn converted_llama_matches_transformers() {
-    let m = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    let m = crate::common::open_exact(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
     assert!(matches!(m.file, ModelFile::Gguf(..)));
     let r = reference();
     // Logits: q/k un-permuted, llama3 RoPE from rope_freqs, untied head.
@@ -73,8 +82,9 @@ fn converted_llama_matches_transformers() {
 
 #[test]
 fn q8_0_file_runs_close_to_f32() {
-    let f32m = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
-    let q8 = LoadedModel::open(&root().join("fixtures/gguf/llama-tiny-q8_0.gguf")).unwrap();
+    let f32m =
+        crate::common::open_exact(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    let q8 = crate::common::open_exact(&root().join("fixtures/gguf/llama-tiny-q8_0.gguf")).unwrap();
     let tokens = &ids(&reference()["logits"]["ids"])[..10];
     let (mut a, mut b) = (f32m.model.new_state(16), q8.model.new_state(16));
     let (mut err, mut norm) = (0.0f32, 0.0f32);
@@ -148,7 +158,7 @@ fn smollm2_q4_1_gguf_runs_and_tokenizes_like_hf() {
     ) else {
         return;
     };
-    let m = LoadedModel::open(&gguf).unwrap();
+    let m = crate::common::open_exact(&gguf).unwrap();
     let r: Value = serde_json::from_str(
         &std::fs::read_to_string(root().join("fixtures/smollm2-reference.json")).unwrap(),
     )
@@ -207,7 +217,7 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let report: Value = serde_json::from_slice(&o.stdout).unwrap();
         let g = GgufFile::open(&src).unwrap();
-        let p = LoadedModel::open(&out).unwrap();
+        let p = crate::common::open_exact(&out).unwrap();
         let ModelFile::Pocket(pf) = &p.file else {
             panic!()
         };
@@ -223,8 +233,9 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
                 t["shape"][1].as_u64().unwrap() as usize,
             );
             let (a, b) = (
-                g.matrix(name, rows, cols).unwrap(),
-                pf.matrix(name, rows, cols).unwrap(),
+                g.matrix(name, rows, cols, crate::common::config()).unwrap(),
+                pf.matrix(name, rows, cols, crate::common::config())
+                    .unwrap(),
             );
             let (on, all): (usize, usize) =
                 serde_json::from_value(t["qat_blocks"].clone()).unwrap();
@@ -324,7 +335,10 @@ fn an_unknown_pre_tokenizer_is_refused_not_guessed() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("m.gguf");
     std::fs::write(&p, bad).unwrap();
-    let err = LoadedModel::open(&p).err().expect("refused").to_string();
+    let err = crate::common::open_exact(&p)
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(
         err.contains("tokenizer.ggml.pre") && err.contains("zzzzzz"),
         "{err}"

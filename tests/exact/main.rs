@@ -1,7 +1,6 @@
 //! Tests that pin the exact path: they compare logits with transformers and gguf-py on f32
-//! activations (`common::max_logit_error` switches the process to it), so they share a binary
-//! apart from the tests that run the default int8 kernels. GGUF import and export, QAT import,
-//! and the opt-in real Gemma 3 checks (`--ignored`).
+//! activations and an f32 cache (every model here opens with `common::open_exact`). GGUF import
+//! and export, QAT import, the opt-in real Gemma 3 checks and the refactor guard (`--ignored`).
 
 #[path = "../common/mod.rs"]
 mod common;

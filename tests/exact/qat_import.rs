@@ -27,7 +27,7 @@ fn weights(m: &LoadedModel, name: &str, rows: usize, cols: usize) -> Vec<f32> {
     let ModelFile::Pocket(p) = &m.file else {
         panic!("expected a .pocket")
     };
-    let mat = p.matrix(name, rows, cols).unwrap();
+    let mat = p.matrix(name, rows, cols, crate::common::config()).unwrap();
     let mut out = vec![0.0; rows * cols];
     for (r, row) in out.chunks_exact_mut(cols).enumerate() {
         mat.row(r, row);
@@ -44,7 +44,7 @@ fn grid_aligned_bf16_imports_bit_exactly_and_reports_off_grid_blocks() {
     // Default recipe (q4 asymmetric block 64, QAT auto); the embedding stays bf16.
     let out = tmp.path().join("auto.pocket");
     let report = import(&fixture("grid-bf16"), &out, &["--embed", "bf16"]);
-    let m = LoadedModel::open(&out).unwrap();
+    let m = crate::common::open_exact(&out).unwrap();
     let off: &serde_json::Map<String, Value> = r["off_grid_blocks"].as_object().unwrap();
     for (name, blocks) in off {
         let t = &src.tensors[name];
@@ -103,7 +103,7 @@ fn grid_aligned_bf16_imports_bit_exactly_and_reports_off_grid_blocks() {
             "strict",
         ],
     );
-    let m = LoadedModel::open(&out).unwrap();
+    let m = crate::common::open_exact(&out).unwrap();
     let worst = max_logit_error(&m, &r["logits"]);
     assert!(worst < 1e-4, "max logit error {worst}");
 }
@@ -117,7 +117,7 @@ fn compressed_tensors_import_keeps_every_integer() {
         let embed = if dtype == "bfloat16" { "bf16" } else { "f16" };
         let out = tmp.path().join(format!("{name}.pocket"));
         let report = import(&fixture(name), &out, &["--embed", embed]);
-        let m = LoadedModel::open(&out).unwrap();
+        let m = crate::common::open_exact(&out).unwrap();
         let refw =
             SafetensorsFile::open(&fixture(name).join("reference_weights.safetensors")).unwrap();
         let mut inexact_blocks = 0;

@@ -22,9 +22,8 @@ fn load() -> (LoadedModel, Value) {
     let dir = std::env::var_os("POCKET_GEMMA3")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| root().join("models/gemma3-270m"));
-    let m = LoadedModel::open(&dir)
+    let m = crate::common::open_exact(&dir)
         .unwrap_or_else(|e| panic!("{e} (needs Gemma 3 270M: scripts/check-gemma3.sh)"));
-    pocket::kernels::set_activations(pocket::kernels::Activations::F32);
     (
         m,
         common::read_json(&root().join("fixtures/gemma3-reference.json")),
@@ -159,7 +158,7 @@ fn gemma3_gguf_tokenizer_equals_transformers() {
         },
     };
     let t0 = std::time::Instant::now();
-    let m = LoadedModel::open(&gguf).unwrap_or_else(|e| panic!("{e}"));
+    let m = crate::common::open_exact(&gguf).unwrap_or_else(|e| panic!("{e}"));
     eprintln!("GGUF opened in {:.2} s", t0.elapsed().as_secs_f64());
     let r = common::read_json(&root().join("fixtures/gemma3-reference.json"));
     common::assert_tokenizes(&m, &r["tokenize"]);
@@ -198,7 +197,7 @@ fn gemma3_gguf_export_keeps_the_tokenizer() {
         g.get("tokenizer.ggml.model").and_then(|v| v.as_str()),
         Some("llama")
     );
-    let m = LoadedModel::open(&out).unwrap();
+    let m = crate::common::open_exact(&out).unwrap();
     let r = common::read_json(&root().join("fixtures/gemma3-reference.json"));
     common::assert_tokenizes(&m, &r["tokenize"]);
     let text = std::fs::read_to_string(root().join("src/calibration.txt")).unwrap();

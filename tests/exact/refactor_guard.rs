@@ -22,8 +22,7 @@
 //! gives the same bytes.
 
 use crate::common::{pocket, root};
-use pocket::kernels::{self, Activations};
-use pocket::loader::LoadedModel;
+use pocket::config::{Activations, Cpu, EngineConfig, KvPrecision};
 use pocket::model::Logits;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -58,8 +57,8 @@ fn digest_file(path: &Path) -> String {
 }
 
 /// Batched logits at every position, then eight greedy steps from the prompt's end.
-fn logit_digests(path: &Path) -> (String, String) {
-    let m = LoadedModel::open(path).unwrap_or_else(|e| panic!("{e}"));
+fn logit_digests(path: &Path, config: EngineConfig) -> (String, String) {
+    let m = crate::common::open_with(path, config).unwrap_or_else(|e| panic!("{e}"));
     let mut ids = m.tokenizer.encode(TEXT, true).unwrap();
     ids.truncate(32);
     let mut st = m.model.new_state(ids.len() + 16);
@@ -177,14 +176,21 @@ fn refactor_guard() {
     let tmp = tempfile::tempdir().unwrap();
     let mut got = BTreeMap::new();
     let models = inputs(tmp.path(), &mut got);
-    for isa in kernels::available() {
-        // Weights are packed for the active ISA at load, so each model loads after the switch.
-        kernels::force(isa);
+    for cpu in Cpu::each() {
         for act in [Activations::Int8, Activations::F32] {
-            kernels::set_activations(act);
+            // The cache follows the activations, as the CLI's default does.
+            let kv = match act {
+                Activations::Int8 => KvPrecision::F16,
+                Activations::F32 => KvPrecision::F32,
+            };
+            let config = EngineConfig {
+                cpu,
+                activations: act,
+                kv,
+            };
             for (name, path) in &models {
-                let (batched, steps) = logit_digests(path);
-                let key = format!("{name} {} {act:?}", isa.name());
+                let (batched, steps) = logit_digests(path, config);
+                let key = format!("{name} {} {act:?}", cpu.isa().name());
                 got.insert(format!("{key} batched"), batched);
                 got.insert(format!("{key} steps"), steps);
             }

@@ -13,7 +13,7 @@ const TOKENS: usize = 4;
 /// The CPU must support AVX-512 F/BW/VL/VNNI, F16C and FMA; the arguments were checked by
 /// `q8_packed::dot_rows_tokens`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     p: &PackedQ8,
     first: usize,
     count: usize,

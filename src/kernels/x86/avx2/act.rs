@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 /// The CPU must support AVX2; `block % 32 == 0`, `q.len() == x.len()`, and `scale` and
 /// `scaled_sum` hold `x.len() / block` entries.
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn quantize(
+pub(crate) unsafe fn quantize(
     x: &[f32],
     block: usize,
     q: &mut [i8],
@@ -77,7 +77,7 @@ pub unsafe fn quantize(
 /// # Safety
 /// The CPU must support AVX2; `perm.len() == q.len()`, a multiple of 8.
 #[target_feature(enable = "avx2")]
-pub unsafe fn perm8(q: &[i8], perm: &mut [i8]) {
+pub(crate) unsafe fn perm8(q: &[i8], perm: &mut [i8]) {
     let idx = _mm256_setr_epi8(
         0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12,
         14, 9, 11, 13, 15,

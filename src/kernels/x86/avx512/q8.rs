@@ -52,7 +52,7 @@ unsafe fn prepare(
 /// The CPU must support AVX-512 F/BW/VL/VNNI, F16C and FMA. `w.block % 64 == 0`, buffers
 /// checked by `Q8Matrix::check`; `a` quantized with the same block; `first + y.len() <= rows`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn dot_rows(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+pub(crate) unsafe fn dot_rows(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     dot_rows_tokens(w, first, y.len(), std::slice::from_ref(a), y)
 }
 
@@ -62,7 +62,7 @@ pub unsafe fn dot_rows(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32])
 /// As [`dot_rows`], with every `acts[t]` quantized with the matrix's block,
 /// `first + count <= w.rows` and `out.len() == acts.len() · count`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     w: &Q8Matrix,
     first: usize,
     count: usize,

@@ -52,7 +52,7 @@ const ROWS: usize = 4;
 /// `Q4Matrix::check`; `a` was quantized with the same block and chunk 64;
 /// `first + y.len() <= w.rows`.
 #[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+pub(crate) unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     let (cols, block) = (w.cols, w.block);
     let nb = cols / block;
     let stride = nb + 16;
@@ -153,7 +153,7 @@ const TOKEN_BLOCK: usize = 16;
 /// As [`dot_rows`], with every `acts[t]` quantized with the matrix's block and chunk 64,
 /// `first + count <= w.rows` and `out.len() == acts.len() · count`.
 #[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     w: &Q4Matrix,
     first: usize,
     count: usize,

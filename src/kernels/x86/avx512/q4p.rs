@@ -14,7 +14,7 @@ const TOKENS: usize = 4;
 /// `q4_packed::dot_rows_tokens` (row range in whole groups, activations in the matrix's
 /// block with chunk 8, output length).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     p: &PackedQ4,
     first: usize,
     count: usize,

@@ -3,7 +3,7 @@
 //! table (the permute reads only the index's low 4 bits, so no mask is needed), then one FMA
 //! per column and token. The block's scale and zero point are applied once per block.
 
-use super::q4p_avx512::{block_params, Group};
+use super::q4p::{block_params, Group};
 use crate::kernels::q4_packed::{PackedQ4, GROUP};
 use std::arch::x86_64::*;
 
@@ -15,7 +15,7 @@ const TOKENS: usize = 4;
 /// `q4_packed::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
 /// same number of tokens).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-pub unsafe fn dot_rows(
+pub(crate) unsafe fn dot_rows(
     p: &PackedQ4,
     first: usize,
     count: usize,

@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 /// The CPU must support AVX-512 F/BW; `q.len() == x.len()`, `scale` and `scaled_sum` hold
 /// `x.len() / block` entries.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn quantize(
+pub(crate) unsafe fn quantize(
     x: &[f32],
     block: usize,
     q: &mut [i8],
@@ -66,7 +66,7 @@ pub unsafe fn quantize(
 /// # Safety
 /// The CPU must support AVX-512 F/BW; `perm.len() == q.len()`, a multiple of 8.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn perm8(q: &[i8], perm: &mut [i8]) {
+pub(crate) unsafe fn perm8(q: &[i8], perm: &mut [i8]) {
     let lane = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
     let idx = _mm512_broadcast_i32x4(lane);
     let mut i = 0;

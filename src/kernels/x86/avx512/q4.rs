@@ -180,7 +180,7 @@ unsafe fn run_tile(
 /// buffers checked by `Q4Matrix::check`; `a` was quantized with the same block and chunk 128;
 /// `first + y.len() <= w.rows`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+pub(crate) unsafe fn dot_rows(w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     let nb = w.cols / w.block;
     let mut sc = Scratch::new(nb);
     let idx = lane_blocks(w.block);
@@ -260,7 +260,7 @@ unsafe fn row_scales(w: &Q4Matrix, r: usize, a: &QuantActs, cs: &mut [f32]) -> f
 /// As [`dot_rows`], with every `acts[t]` quantized with the matrix's block and chunk 128,
 /// `first + count <= w.rows` and `out.len() == acts.len() · count`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     w: &Q4Matrix,
     first: usize,
     count: usize,

@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 /// The CPU must support AVX-512 F/BW/VL and F16C; sizes as checked by
 /// `kernels::dense::rows_tokens`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-pub unsafe fn rows_tokens(
+pub(crate) unsafe fn rows_tokens(
     m: &DenseMatrix,
     first: usize,
     count: usize,

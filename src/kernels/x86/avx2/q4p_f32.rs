@@ -4,7 +4,7 @@
 //! then one FMA per column and token; the block's scale and zero point are applied once per
 //! block.
 
-use super::q4p_avx2::{each_half, Half};
+use super::q4p::{each_half, Half};
 use crate::kernels::q4_packed::PackedQ4;
 use std::arch::x86_64::*;
 
@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 /// `q4_packed::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
 /// same number of tokens).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_rows(
+pub(crate) unsafe fn dot_rows(
     p: &PackedQ4,
     first: usize,
     count: usize,

@@ -15,7 +15,7 @@ const TOKENS: usize = 4;
 /// The CPU must support AVX2, FMA and F16C; the arguments were checked by
 /// `q8_packed::dot_rows_tokens`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     p: &PackedQ8,
     first: usize,
     count: usize,

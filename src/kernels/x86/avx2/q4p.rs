@@ -18,7 +18,7 @@ const TOKENS: usize = 4;
 /// `q4_packed::dot_rows_tokens` (row range in whole groups, activations in the matrix's
 /// block with chunk 8, output length).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn dot_rows_tokens(
+pub(crate) unsafe fn dot_rows_tokens(
     p: &PackedQ4,
     first: usize,
     count: usize,

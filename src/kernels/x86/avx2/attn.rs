@@ -12,7 +12,14 @@ const HEADS: usize = 4;
 /// The CPU must support AVX2, F16C and FMA; `d % 16 == 0`; `kv` holds every tile up to `t1`
 /// (checked by `kernels::attn::span`).
 #[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn span(q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
+pub(crate) unsafe fn span(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    t0: usize,
+    t1: usize,
+    run: &mut Running,
+) {
     match kv {
         KvHead::F32 { k, v } => {
             span_impl::<false>(q, d, k.as_ptr().cast(), v.as_ptr().cast(), t0, t1, run)
@@ -118,7 +125,7 @@ unsafe fn span_impl<const HALF: bool>(
         tile += TILE;
     }
     for (l, v) in run.l.iter_mut().zip(&lv) {
-        *l = super::q4_avx2::hsum(*v);
+        *l = super::q4::hsum(*v);
     }
 }
 

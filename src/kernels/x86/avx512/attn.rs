@@ -14,7 +14,14 @@ const HEADS: usize = 8;
 /// The CPU must support AVX-512 F, F16C and FMA; `d % 32 == 0`; `kv` holds every tile up
 /// to `t1` (checked by `kernels::attn::span`).
 #[target_feature(enable = "avx512f,f16c,fma")]
-pub unsafe fn span(q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
+pub(crate) unsafe fn span(
+    q: &[f32],
+    d: usize,
+    kv: KvHead,
+    t0: usize,
+    t1: usize,
+    run: &mut Running,
+) {
     match kv {
         KvHead::F32 { k, v } => {
             span_impl::<false>(q, d, k.as_ptr().cast(), v.as_ptr().cast(), t0, t1, run)

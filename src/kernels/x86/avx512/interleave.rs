@@ -6,7 +6,13 @@ use std::arch::x86_64::*;
 /// The CPU must support AVX-512 F; `(15·stride + 4·words) <= src.len()`,
 /// `dst.len() >= 64·words`, and `15·stride` fits an i32.
 #[target_feature(enable = "avx512f")]
-pub unsafe fn interleave(src: &[u8], stride: usize, words: usize, dst: &mut [u8], flip: u32) {
+pub(crate) unsafe fn interleave(
+    src: &[u8],
+    stride: usize,
+    words: usize,
+    dst: &mut [u8],
+    flip: u32,
+) {
     let s = stride as i32;
     let idx = _mm512_setr_epi32(
         0,

@@ -1,12 +1,12 @@
 //! `silu(g) · u`, 16 lanes at a time, masked tail.
 
-use super::attn_avx512::exp;
+use super::attn::exp;
 use std::arch::x86_64::*;
 
 /// # Safety
 /// The CPU must support AVX-512 F and FMA; `gate.len() == up.len()` (checked by the caller).
 #[target_feature(enable = "avx512f,fma")]
-pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
+pub(crate) unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
     let n = gate.len();
     let one = _mm512_set1_ps(1.0);
     let mut i = 0;

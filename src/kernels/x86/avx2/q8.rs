@@ -1,7 +1,7 @@
 //! Q8 × int8 rows with AVX2: `vpmaddubsw` needs an unsigned operand, so it multiplies |w| by
 //! x·sign(w) (pair sums fit i16: 2·128·127).
 
-use super::q4_avx2::hsum;
+use super::q4::hsum;
 use crate::kernels::act::QuantActs;
 use crate::kernels::q8::Q8Matrix;
 use std::arch::x86_64::*;
@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 /// The CPU must support AVX2, FMA and F16C. `w.block % 32 == 0`, buffers checked by
 /// `Q8Matrix::check`; `a` quantized with the same block; `first + y.len() <= rows`.
 #[target_feature(enable = "avx2,f16c,fma")]
-pub unsafe fn dot_rows(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
+pub(crate) unsafe fn dot_rows(w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f32]) {
     let (cols, block) = (w.cols, w.block);
     let ones = _mm256_set1_epi16(1);
     for (i, out) in y.iter_mut().enumerate() {

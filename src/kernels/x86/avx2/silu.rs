@@ -1,12 +1,12 @@
 //! `silu(g) · u`, 8 lanes at a time; the tail goes to the scalar twin.
 
-use super::attn_avx2::exp;
+use super::attn::exp;
 use std::arch::x86_64::*;
 
 /// # Safety
 /// The CPU must support AVX2 and FMA; `gate.len() == up.len()` (checked by the caller).
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
+pub(crate) unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
     let n = gate.len() / 8 * 8;
     let one = _mm256_set1_ps(1.0);
     for i in (0..n).step_by(8) {

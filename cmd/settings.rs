@@ -1,0 +1,58 @@
+//! The engine settings of this process: `--activations` and the `POCKET_ISA`, `POCKET_ACT`,
+//! `POCKET_KV` and `POCKET_POOL` environment variables, read here and nowhere in the library,
+//! which takes them as an [`EngineConfig`] value per model.
+
+use anyhow::{bail, Result};
+use pocket::config::{Activations, EngineConfig, Isa, KvPrecision};
+use pocket::loader::LoadOptions;
+use std::sync::OnceLock;
+
+static ACTIVATIONS_FLAG: OnceLock<Activations> = OnceLock::new();
+
+/// Records `--activations` (it wins over `POCKET_ACT`).
+pub fn set_activations_flag(a: Activations) {
+    let _ = ACTIVATIONS_FLAG.set(a);
+}
+
+/// The configuration models load with:
+/// - `POCKET_ISA=scalar|avx2|avx512` caps the kernels (never above what the CPU has);
+/// - `--activations` or `POCKET_ACT=int8|f32` picks the activation precision;
+/// - `POCKET_KV=f16|f32` the cache, which defaults to f32 on the exact (f32) path.
+pub fn engine_config() -> Result<EngineConfig> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let mut c = EngineConfig::fast();
+    if let Some(v) = var("POCKET_ISA") {
+        match Isa::parse(&v) {
+            Some(isa) => c = c.capped(isa),
+            None => bail!("POCKET_ISA={v}: expected scalar, avx2 or avx512"),
+        }
+    }
+    let acts = match (ACTIVATIONS_FLAG.get(), var("POCKET_ACT").as_deref()) {
+        (Some(&a), _) => a,
+        (None, None | Some("int8")) => Activations::Int8,
+        (None, Some("f32")) => Activations::F32,
+        (None, Some(v)) => bail!("POCKET_ACT={v}: expected int8 or f32"),
+    };
+    c.activations = acts;
+    c.kv = match var("POCKET_KV").as_deref() {
+        Some("f16") => KvPrecision::F16,
+        Some("f32") => KvPrecision::F32,
+        Some(v) => bail!("POCKET_KV={v}: expected f16 or f32"),
+        None if acts == Activations::F32 => KvPrecision::F32,
+        None => KvPrecision::F16,
+    };
+    Ok(c)
+}
+
+/// Load options with this process's engine configuration.
+pub fn load_options(verify: bool) -> Result<LoadOptions> {
+    Ok(LoadOptions {
+        verify,
+        config: engine_config()?,
+    })
+}
+
+/// `POCKET_POOL=rayon`: mat-vec row bands on rayon instead of pocket's own pool.
+pub fn bands_on_rayon() -> bool {
+    std::env::var("POCKET_POOL").is_ok_and(|v| v == "rayon")
+}
