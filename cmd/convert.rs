@@ -7,8 +7,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pocket::calibrate::{calibrate, BUILTIN_TEXT};
 use pocket::loader::LoadedModel;
 use pocket_formats::convert::{write_pocket, ConvertReport};
+use pocket_formats::model_file::ModelFile;
 use pocket_formats::recipe::{CalibrationInfo, Recipe};
-use pocket_formats::source::Source;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
@@ -26,7 +26,7 @@ pub fn convert(
     calib: &CalibArgs,
     quiet: bool,
 ) -> Result<(ConvertReport, f64)> {
-    let source = Source::open(input)?;
+    let source = ModelFile::open(input)?;
     if output.exists() && output.is_dir() {
         anyhow::bail!(
             "{}: is a directory; give the output file name",

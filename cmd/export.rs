@@ -8,8 +8,8 @@ use clap::Args;
 use pocket_formats::gguf::export::write_gguf;
 use pocket_formats::gguf::GgmlType;
 use pocket_formats::mnn::write_mnn;
+use pocket_formats::model_file::ModelFile;
 use pocket_formats::pocket::reader::PocketFile;
-use pocket_formats::source::Source;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -83,7 +83,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1)")
         }
     };
-    let source = Source::open(&args.input)?;
+    let source = ModelFile::open(&args.input)?;
     let bar = progress_bar(args.json);
     let start = std::time::Instant::now();
     let report = write_gguf(
@@ -156,7 +156,7 @@ fn mnn(args: &ExportArgs) -> Result<ExitCode> {
         convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
         tmp
     };
-    let source = Source::open(&pocket)?;
+    let source = ModelFile::open(&pocket)?;
     let bar = progress_bar(args.json);
     let report = write_mnn(&source, dir, &|done, total, name| {
         bar.set_length(total);

@@ -46,7 +46,7 @@ fn dump(
     to: &std::path::Path,
 ) -> Result<ExitCode> {
     let values: Vec<f32> = match file {
-        ModelFile::Gguf(g, _) => {
+        ModelFile::Gguf { file: g, .. } => {
             let t = g
                 .tensor(name)
                 .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", path.display()))?;
@@ -54,32 +54,8 @@ fn dump(
             pocket_formats::gguf::ggml::dequantize(t.ty, t.data.as_slice(), &mut v);
             v
         }
-        ModelFile::Pocket(p) => {
-            use pocket::weights::WeightSource;
-            let t = p
-                .tensor(name)
-                .ok_or_else(|| anyhow::anyhow!("{}: no tensor `{name}`", path.display()))?;
-            let (rows, cols) = t.entry.matrix_shape().unwrap_or((1, 0));
-            let mat = if t.entry.shape.len() == 1 {
-                None
-            } else {
-                Some(p.matrix(name, rows, cols, pocket::config::EngineConfig::fast())?)
-            };
-            match mat {
-                Some(mat) => {
-                    let mut v = vec![0.0f32; rows * cols];
-                    v.chunks_exact_mut(cols)
-                        .enumerate()
-                        .for_each(|(r, row)| mat.row(r, row));
-                    v
-                }
-                None => p.vector(name, cols)?,
-            }
-        }
-        ModelFile::Hf(h) => h
-            .tensor(name)?
-            .to_f32_vec()
-            .ok_or_else(|| anyhow::anyhow!("`{name}`: not a float tensor"))?,
+        // By HF name, stored row order.
+        ModelFile::Pocket(_) | ModelFile::Hf { .. } => file.stored(name)?.to_f32()?,
     };
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     pocket_formats::atomic::write_atomic(to, &bytes)?;
@@ -107,15 +83,17 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     let weight_bytes: u64 = table.iter().map(|t| t.bytes).sum();
     let damaged = match (&m.file, args.verify) {
         (ModelFile::Pocket(p), true) => Some(p.verify()),
-        (ModelFile::Hf(_), true) => bail!(
+        (ModelFile::Hf { .. }, true) => bail!(
             "--verify checks .pocket checksums; {} is an HF checkpoint",
             m.path.display()
         ),
         _ => None,
     };
     let (format, extra) = match &m.file {
-        ModelFile::Hf(h) => ("hf-safetensors", json!({"weight_files": h.weight_files})),
-        ModelFile::Gguf(g, _) => (
+        ModelFile::Hf { ckpt: h, .. } => {
+            ("hf-safetensors", json!({"weight_files": h.weight_files}))
+        }
+        ModelFile::Gguf { file: g, .. } => (
             "gguf",
             json!({
                 "version": g.version,
@@ -164,7 +142,7 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
     }
     println!("model        {}", m.path.display());
     match &m.file {
-        ModelFile::Gguf(g, _) => {
+        ModelFile::Gguf { file: g, .. } => {
             println!(
                 "format       GGUF v{}, {:.2} MB, {} metadata keys{}",
                 g.version,
@@ -186,7 +164,7 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
                 }
             }
         }
-        ModelFile::Hf(h) => println!(
+        ModelFile::Hf { ckpt: h, .. } => println!(
             "format       HF safetensors ({} file{})",
             h.weight_files.len(),
             if h.weight_files.len() == 1 { "" } else { "s" }

@@ -4,7 +4,9 @@
 //! Each answer ends exactly as [`generate_text`](crate::generate::generate_text) would end it
 //! (stop ids, stop strings, length, full context), and its text is cut the same way.
 
-use crate::generate::{answer_text, FinishReason, Generation, StopAt, StopStrings, TextGeneration};
+use crate::generate::{
+    answer_text, Control, FinishReason, Generation, Sequence, StopAt, StopStrings, TextGeneration,
+};
 use crate::model::{Model, State};
 use crate::sampler::Sampler;
 use crate::tokenizer::{TextStream, TextTokenizer};
@@ -21,7 +23,7 @@ struct Live<'t, 's> {
     next: u32,
     /// `next` has not been taken into the answer yet.
     pending: bool,
-    tokens: Vec<u32>,
+    seq: Sequence<'s>,
     stream: TextStream<'t>,
     scan: StopStrings<'s>,
     finish: Option<FinishReason>,
@@ -59,28 +61,26 @@ pub fn generate_text_queue<'t, 's>(
         }
         // Each sequence takes its pending token, as `generate`'s loop does.
         for (slot, state) in slots.iter_mut().zip(states.iter()) {
-            let Some((i, l, sampler)) = slot.as_mut() else {
+            let Some((_, l, sampler)) = slot.as_mut() else {
                 continue;
             };
             if !l.pending {
                 continue;
             }
             l.pending = false;
-            let stop = &items[*i].stop;
-            if stop.ids.contains(&l.next) {
-                l.finish = Some(FinishReason::Stop);
-            } else {
-                l.tokens.push(l.next);
-                sampler.accept(l.next);
-                let piece = l.stream.push(l.next).unwrap_or_default();
-                l.scan.push(&piece);
-                if l.scan.stopped() {
-                    l.finish = Some(FinishReason::Stop);
-                } else if l.tokens.len() >= stop.max_tokens {
-                    l.finish = Some(FinishReason::Length);
-                } else if state.cache.len() >= state.cache.capacity() {
-                    l.finish = Some(FinishReason::Context);
+            let free = state.cache.capacity() - state.cache.len();
+            let (stream, scan) = (&mut l.stream, &mut l.scan);
+            l.finish = l.seq.accept(l.next, free, |t| {
+                sampler.accept(t);
+                scan.push(&stream.push(t).unwrap_or_default());
+                match scan.stopped() {
+                    true => Control::Stop,
+                    false => Control::Continue,
                 }
+            });
+            // As in `generate_text`: a stop string ends the answer as a stop.
+            if l.finish == Some(FinishReason::Interrupted) {
+                l.finish = Some(FinishReason::Stop);
             }
             if l.finish.is_some() {
                 let (i, l, _) = slot.take().expect("live slot");
@@ -143,7 +143,7 @@ fn prefill<'t, 's>(
     Ok(Live {
         next,
         pending: true,
-        tokens: Vec::new(),
+        seq: Sequence::new(item.stop.ids, item.stop.max_tokens),
         stream: TextStream::new(tokenizer),
         scan: StopStrings::new(item.stop.strings),
         finish: None,
@@ -161,10 +161,15 @@ fn finish(tokenizer: &TextTokenizer, mut l: Live, item: &BatchItem) -> TextGener
             l.finish = Some(FinishReason::Stop);
         }
     }
-    let text = answer_text(tokenizer, &l.tokens, item.stop.strings, l.scan.stopped());
+    let text = answer_text(
+        tokenizer,
+        &l.seq.tokens,
+        item.stop.strings,
+        l.scan.stopped(),
+    );
     TextGeneration {
         generation: Generation {
-            tokens: l.tokens,
+            tokens: l.seq.tokens,
             finish_reason: l.finish.unwrap_or(FinishReason::Length),
             prefill_tokens: item.prompt.len(),
             prefill_time: l.prefill,

@@ -58,6 +58,51 @@ pub enum Control {
     Stop,
 }
 
+/// One answer in progress: its tokens so far and the limits that end it. Every generation
+/// loop (one answer, a batch, a chat turn) takes each sampled token through
+/// [`Sequence::accept`], so they all end an answer for the same reasons in the same order.
+pub struct Sequence<'a> {
+    pub tokens: Vec<u32>,
+    stop_ids: &'a [u32],
+    max_tokens: usize,
+}
+
+impl<'a> Sequence<'a> {
+    pub fn new(stop_ids: &'a [u32], max_tokens: usize) -> Sequence<'a> {
+        Sequence {
+            tokens: Vec::new(),
+            stop_ids,
+            max_tokens,
+        }
+    }
+
+    /// Takes a sampled `token` and says whether the answer ends, checking in order: an
+    /// end-of-sequence id (not kept), the caller's check `on_token` (run on the kept token:
+    /// sampler penalties, streaming, stop strings), the token budget, and `free_positions`
+    /// (what the KV cache still holds).
+    pub fn accept(
+        &mut self,
+        token: u32,
+        free_positions: usize,
+        on_token: impl FnOnce(u32) -> Control,
+    ) -> Option<FinishReason> {
+        if self.stop_ids.contains(&token) {
+            return Some(FinishReason::Stop);
+        }
+        self.tokens.push(token);
+        if let Control::Stop = on_token(token) {
+            return Some(FinishReason::Interrupted);
+        }
+        if self.tokens.len() >= self.max_tokens {
+            return Some(FinishReason::Length);
+        }
+        if free_positions == 0 {
+            return Some(FinishReason::Context);
+        }
+        None
+    }
+}
+
 /// Runs `prompt` (all of it is new: the caller truncates the cache to the shared prefix first)
 /// and generates up to `max_tokens`, calling `on_token` for each new token. Every prompt and
 /// generated token is [`accept`](Sampler::accept)ed by the sampler for its penalty window.
@@ -86,26 +131,20 @@ pub fn generate(
     let prefill_time = start.elapsed();
 
     let start = Instant::now();
-    let mut tokens = Vec::new();
+    let mut seq = Sequence::new(stop_ids, max_tokens);
     let finish_reason = loop {
-        if stop_ids.contains(&next) {
-            break FinishReason::Stop;
-        }
-        tokens.push(next);
-        sampler.accept(next);
-        if let Control::Stop = on_token(next) {
-            break FinishReason::Interrupted;
-        }
-        if tokens.len() >= max_tokens {
-            break FinishReason::Length;
-        }
-        if state.cache.len() >= state.cache.capacity() {
-            break FinishReason::Context;
+        let free = state.cache.capacity() - state.cache.len();
+        let end = seq.accept(next, free, |t| {
+            sampler.accept(t);
+            on_token(t)
+        });
+        if let Some(reason) = end {
+            break reason;
         }
         next = sample_step(model, state, next, sampler)?;
     };
     Ok(Generation {
-        tokens,
+        tokens: seq.tokens,
         finish_reason,
         prefill_tokens: prompt.len(),
         prefill_time,

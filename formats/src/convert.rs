@@ -2,6 +2,7 @@
 //! its codec and streamed to the atomic writer, one tensor at a time (bounded memory: one
 //! tensor in f32 plus its encoding).
 
+use crate::model_file::ModelFile;
 use crate::pocket::writer::PocketWriter;
 use crate::pocket::{
     BlobEntry, Layout, PocketHeader, Provenance, SourceFile, TensorEntry, TOKENIZER_BLOB,
@@ -9,7 +10,6 @@ use crate::pocket::{
 use crate::quant::search::Method;
 use crate::quant::{dense, q4, q8, rows16, ErrorStats, QuantType};
 use crate::recipe::{QatMode, Recipe};
-use crate::source::Source;
 use crate::FormatError;
 use serde::Serialize;
 use std::path::Path;
@@ -51,7 +51,7 @@ pub type Progress<'a> = &'a (dyn Fn(u64, u64, &str) + Sync);
 pub type Importance = std::collections::HashMap<String, Vec<f32>>;
 
 pub fn write_pocket(
-    source: &Source,
+    source: &ModelFile,
     recipe: &Recipe,
     importance: Option<&Importance>,
     dest: &Path,
@@ -206,7 +206,7 @@ fn layout_for(dtype: QuantType, shape: &[usize]) -> Layout {
 
 #[allow(clippy::too_many_arguments)]
 fn encode_tensor(
-    source: &Source,
+    source: &ModelFile,
     recipe: &Recipe,
     importance: Option<&Importance>,
     name: &str,

@@ -2,7 +2,7 @@
 //! every prompt that reaches it, which looks like a broken engine, not a broken file: export
 //! refuses such tensors (all of them named in one message) unless the user allows them.
 
-use crate::source::Source;
+use crate::model_file::ModelFile;
 use crate::FormatError;
 
 /// Where the first non-finite value of a tensor is, and how many there are.
@@ -26,7 +26,12 @@ pub fn scan(name: &str, values: &[f32]) -> Option<NonFinite> {
 
 /// Checks one tensor's values; on the first bad tensor, scans every tensor of the source so the
 /// error names them all.
-pub fn check(source: &Source, name: &str, values: &[f32], allow: bool) -> Result<(), FormatError> {
+pub fn check(
+    source: &ModelFile,
+    name: &str,
+    values: &[f32],
+    allow: bool,
+) -> Result<(), FormatError> {
     if allow || scan(name, values).is_none() {
         return Ok(());
     }

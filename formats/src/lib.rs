@@ -14,10 +14,11 @@ pub mod finite;
 pub mod gguf;
 pub mod hf;
 pub mod mnn;
+pub mod model_file;
 pub mod pocket;
 pub mod quant;
 pub mod recipe;
 pub mod sniff;
-pub mod source;
+pub mod stored;
 
 pub use error::FormatError;

@@ -6,14 +6,10 @@
 //! - `matmul.rs`: mat-vec and batched products, scheduled on the worker pool or rayon;
 //! - `bands.rs`: how rows and tokens are split across threads;
 //! - `ggml.rs`: a GGUF's quantized types carried into the packed layouts, losslessly;
-//! - `source.rs`: [`WeightSource`], the tensors of each file kind by HF name.
 
 mod bands;
 mod ggml;
 mod matmul;
-mod source;
-
-pub use source::WeightSource;
 
 use crate::config::{Activations, Cpu, EngineConfig, Isa};
 use crate::kernels::act::QuantActs;
@@ -23,19 +19,13 @@ use crate::kernels::q8_packed::{self, PackedQ8};
 use crate::kernels::{self, q4::Q4Matrix, q8::Q8Matrix};
 use crate::Error;
 use pocket_formats::bytes::ByteView;
-use pocket_formats::gguf::{ggml as ggml_blocks, GgmlType};
+use pocket_formats::gguf::GgmlType;
 use pocket_formats::pocket::Layout;
-use pocket_formats::quant::{dense, q4, q8, QuantType};
+use pocket_formats::quant::QuantType;
+use pocket_formats::stored::{decode_row, StoredTensor};
 use std::sync::Arc;
 
-/// How a matrix's bytes encode its values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
-    /// Our storage types (`.pocket`, and F32/F16/BF16 from safetensors).
-    Pocket(QuantType),
-    /// ggml block types, as stored in GGUF files.
-    Ggml(GgmlType),
-}
+pub use pocket_formats::stored::Encoding;
 
 /// A row-major `[rows, cols]` matrix; `rows` is the output dimension of a linear layer.
 pub struct Matrix {
@@ -103,6 +93,29 @@ impl Matrix {
                 "tensor `{name}`: {} bytes do not hold a [{rows}, {cols}] {dtype} matrix",
                 data.len()
             ))),
+        }
+    }
+
+    /// A matrix from a file's stored tensor ([`ModelFile::stored`](pocket_formats::model_file::ModelFile::stored)), checked against the
+    /// shape the model expects: every format goes through here.
+    pub fn from_stored(
+        st: StoredTensor,
+        rows: usize,
+        cols: usize,
+        config: EngineConfig,
+    ) -> Result<Matrix, Error> {
+        st.expect_shape(&[rows, cols])?;
+        match st.encoding {
+            Encoding::Pocket(q) if st.row_map.is_none() => {
+                Matrix::from_pocket(&st.name, rows, cols, q, st.layout, st.bytes, config)
+            }
+            Encoding::Pocket(q) => Err(Error::Invalid(format!(
+                "tensor `{}`: a reordered {q} matrix is not supported",
+                st.name
+            ))),
+            Encoding::Ggml(t) => {
+                Matrix::ggml(&st.name, rows, cols, t, st.bytes, st.row_map, config)
+            }
         }
     }
 
@@ -217,10 +230,7 @@ impl Matrix {
 
     /// A short name of the storage type, for reports.
     pub fn type_name(&self) -> String {
-        match self.encoding {
-            Encoding::Pocket(q) => q.to_string(),
-            Encoding::Ggml(t) => t.name().to_string(),
-        }
+        self.encoding.name()
     }
 
     /// Row `r` decoded to f32 (an embedding lookup; also the reference matvec's inner step).
@@ -232,41 +242,14 @@ impl Matrix {
             None => {}
         }
         let r = self.row_map.as_ref().map_or(r, |m| m[r] as usize);
-        let (rows, cols) = (self.rows, self.cols);
-        let b = self.data.as_slice();
-        let dtype = match self.encoding {
-            Encoding::Pocket(q) => q,
-            Encoding::Ggml(t) => {
-                let row_bytes = t.bytes_for(cols as u64).expect("checked at construction") as usize;
-                return ggml_blocks::dequantize(t, &b[r * row_bytes..(r + 1) * row_bytes], out);
-            }
-        };
-        match dtype {
-            QuantType::F32 => dense::decode_f32(&b[r * cols * 4..][..cols * 4], out),
-            QuantType::F16 => dense::decode_f16(&b[r * cols * 2..][..cols * 2], out),
-            QuantType::BF16 => dense::decode_bf16(&b[r * cols * 2..][..cols * 2], out),
-            QuantType::Q8 { block } => {
-                let (codes, scales) = b.split_at(rows * cols);
-                let nb = cols / block;
-                q8::dequantize_row(
-                    &codes[r * cols..][..cols],
-                    &scales[r * nb * 2..][..nb * 2],
-                    block,
-                    out,
-                )
-            }
-            QuantType::Q4 { block, sym } => {
-                let (codes, params) = q4::planes(b, rows, cols);
-                let pl = cols / block * q4::param_bytes(sym);
-                q4::dequantize_row(
-                    &codes[r * cols / 2..][..cols / 2],
-                    &params[r * pl..][..pl],
-                    block,
-                    sym,
-                    out,
-                )
-            }
-        }
+        decode_row(
+            self.encoding,
+            self.data.as_slice(),
+            self.rows,
+            self.cols,
+            r,
+            out,
+        )
     }
 
     /// The SIMD view of an f32/f16/bf16 matrix, on CPUs with the AVX-512 dense kernel (others

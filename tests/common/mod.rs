@@ -55,6 +55,17 @@ pub fn open_with(path: &Path, config: EngineConfig) -> Result<LoadedModel, pocke
     )
 }
 
+/// A matrix of `file` by its HF name, as the engine builds it (on [`config`]'s kernels).
+pub fn matrix(
+    file: &pocket::loader::ModelFile,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> pocket::weights::Matrix {
+    pocket::weights::Matrix::from_stored(file.stored(name).unwrap(), rows, cols, config())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 /// A JSON array of token ids.
 pub fn ids(v: &Value) -> Vec<u32> {
     v.as_array()

@@ -3,7 +3,6 @@
 //! (The comparison with llama.cpp itself is scripts/check-gguf-llamacpp.sh.)
 
 use pocket::loader::ModelFile;
-use pocket::weights::WeightSource;
 use pocket_formats::gguf::{GgmlType, GgufFile};
 use serde_json::Value;
 
@@ -142,12 +141,10 @@ fn pocket_q4_carries_into_q4_0_and_q4_1_unchanged() {
         assert_eq!(inexact, 0, "{gguf_quant}: every block carries");
         // Every carried tensor dequantizes identically from both files (inexact blocks aside).
         let (g, p) = (
-            GgufFile::open(&out).unwrap(),
+            ModelFile::open(&out).unwrap(),
             crate::common::open_exact(&pk).unwrap(),
         );
-        let ModelFile::Pocket(pf) = &p.file else {
-            panic!()
-        };
+        let pf = &p.file;
         let (mut differing, mut blocks) = (0, 0);
         for layer in 0..3 {
             for (proj, rows, cols) in [
@@ -157,10 +154,8 @@ fn pocket_q4_carries_into_q4_0_and_q4_1_unchanged() {
             ] {
                 let name = format!("model.layers.{layer}.{proj}.weight");
                 let (a, b) = (
-                    g.matrix(&name, rows, cols, crate::common::config())
-                        .unwrap(),
-                    pf.matrix(&name, rows, cols, crate::common::config())
-                        .unwrap(),
+                    crate::common::matrix(&g, &name, rows, cols),
+                    crate::common::matrix(pf, &name, rows, cols),
                 );
                 assert_eq!(a.type_name(), ty.name());
                 let (mut x, mut y) = (vec![0.0; cols], vec![0.0; cols]);
@@ -231,7 +226,7 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
     // A norm weight w is stored as 1 + w.
     let hf = crate::common::open_exact(&copy).unwrap();
     let w = match &hf.file {
-        ModelFile::Hf(h) => h
+        ModelFile::Hf { ckpt: h, .. } => h
             .tensor("model.layers.0.post_attention_layernorm.weight")
             .unwrap()
             .to_f32_vec()

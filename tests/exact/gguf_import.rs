@@ -57,7 +57,7 @@ fn reference() -> Value {
 #[test]
 fn converted_llama_matches_transformers() {
     let m = crate::common::open_exact(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
-    assert!(matches!(m.file, ModelFile::Gguf(..)));
+    assert!(matches!(m.file, ModelFile::Gguf { .. }));
     let r = reference();
     // Logits: q/k un-permuted, llama3 RoPE from rope_freqs, untied head.
     let worst = max_logit_error(&m, &r["logits"]);
@@ -196,7 +196,6 @@ fn smollm2_q4_1_gguf_runs_and_tokenizes_like_hf() {
 
 #[test]
 fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
-    use pocket::weights::WeightSource;
     let tmp = tempfile::tempdir().unwrap();
     for (file, pocket_type) in [
         ("llama-tiny-q4_0.gguf", "q4s_b32"),
@@ -216,11 +215,9 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let report: Value = serde_json::from_slice(&o.stdout).unwrap();
-        let g = GgufFile::open(&src).unwrap();
+        let g = ModelFile::open(&src).unwrap();
         let p = crate::common::open_exact(&out).unwrap();
-        let ModelFile::Pocket(pf) = &p.file else {
-            panic!()
-        };
+        let pf = &p.file;
         let mut checked = 0;
         for t in report["report"]["tensors"].as_array().unwrap() {
             let name = t["name"].as_str().unwrap();
@@ -233,9 +230,8 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
                 t["shape"][1].as_u64().unwrap() as usize,
             );
             let (a, b) = (
-                g.matrix(name, rows, cols, crate::common::config()).unwrap(),
-                pf.matrix(name, rows, cols, crate::common::config())
-                    .unwrap(),
+                crate::common::matrix(&g, name, rows, cols),
+                crate::common::matrix(pf, name, rows, cols),
             );
             let (on, all): (usize, usize) =
                 serde_json::from_value(t["qat_blocks"].clone()).unwrap();

@@ -3,7 +3,6 @@
 //! package (its own compressor and decompressor) and transformers.
 
 use pocket::loader::{LoadedModel, ModelFile};
-use pocket::weights::WeightSource;
 use pocket_formats::hf::SafetensorsFile;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -24,10 +23,8 @@ fn reference(name: &str) -> Value {
 }
 
 fn weights(m: &LoadedModel, name: &str, rows: usize, cols: usize) -> Vec<f32> {
-    let ModelFile::Pocket(p) = &m.file else {
-        panic!("expected a .pocket")
-    };
-    let mat = p.matrix(name, rows, cols, crate::common::config()).unwrap();
+    assert!(matches!(m.file, ModelFile::Pocket(_)), "expected a .pocket");
+    let mat = crate::common::matrix(&m.file, name, rows, cols);
     let mut out = vec![0.0; rows * cols];
     for (r, row) in out.chunks_exact_mut(cols).enumerate() {
         mat.row(r, row);

@@ -12,9 +12,9 @@ use super::quantize::quantize;
 use super::reader::GgufValue as V;
 use super::writer::{GgufWriter, TensorDecl};
 use crate::hf::{Family, ModelSpec, RopeScaling};
+use crate::model_file::ModelFile;
 use crate::quant::{q4, QuantType};
 use crate::recipe::is_embedding_or_head;
-use crate::source::Source;
 use crate::FormatError;
 use half::f16;
 use serde::Serialize;
@@ -115,7 +115,7 @@ fn invalid(path: &Path, reason: String) -> FormatError {
 }
 
 fn tokenizer_metadata(
-    source: &Source,
+    source: &ModelFile,
     spec: &ModelSpec,
     md: &mut Vec<(String, V)>,
 ) -> Result<(), FormatError> {
@@ -382,7 +382,7 @@ fn carry_q4(
 }
 
 pub fn write_gguf(
-    source: &Source,
+    source: &ModelFile,
     quant: GgmlType,
     allow_nonfinite: bool,
     dest: &Path,

@@ -11,8 +11,8 @@ pub mod tokenizer;
 
 use crate::atomic::{write_atomic, AtomicFile};
 use crate::hf::Family;
+use crate::model_file::{ModelFile, SourceTensor};
 use crate::quant::{q4, QuantType};
-use crate::source::{Source, SourceTensor};
 use crate::FormatError;
 use graph::*;
 use serde::Serialize;
@@ -69,7 +69,7 @@ fn invalid(path: &Path, reason: impl Into<String>) -> FormatError {
 
 /// The graph and `llm.mnn.weight` under construction, and where each tensor went.
 struct Builder<'a> {
-    source: &'a Source,
+    source: &'a ModelFile,
     tensors: Vec<SourceTensor>,
     g: Graph,
     file: AtomicFile,
@@ -186,7 +186,7 @@ pub struct Linear {
 
 /// `tensors` is `source.tensors()`, listed once by the caller.
 fn linear(
-    source: &Source,
+    source: &ModelFile,
     tensors: &[SourceTensor],
     name: &str,
     rows: usize,
@@ -238,7 +238,7 @@ fn linear(
 /// Writes the package for `source` (a `.pocket` file with Q4 linear layers) into `dir`.
 /// Each file appears whole or not at all.
 pub fn write_mnn(
-    source: &Source,
+    source: &ModelFile,
     dir: &Path,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<MnnReport, FormatError> {

@@ -1,19 +1,25 @@
-//! Where a conversion reads from: an HF checkpoint directory or a `.pocket` file at full
-//! precision. Both give tensors by name as f32, plus the tokenizer, template and defaults.
+//! A model file of any format, opened and sniffed once: an HF checkpoint directory, a
+//! `.pocket` file or a GGUF file. Everything else reads models through it: the engine's
+//! loader (the spec, the tokenizer, the generation config and [`ModelFile::stored`] tensors,
+//! from which it builds its matrices), conversion (tensors as f32 or carried-over bytes),
+//! `inspect` (the tensor table) and provenance. Tensors are named by their Hugging Face
+//! names whatever the format: GGUF names, llama.cpp's q/k row order and Gemma's norm shift
+//! are applied here, once.
 
 use crate::gguf::{import as gguf_import, GgufFile};
 use crate::hf::compressed_tensors::{self, CtLinear};
 use crate::hf::tokenizer_config::TOKENIZER;
 use crate::hf::{DType, GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
 use crate::pocket::reader::PocketFile;
-use crate::pocket::{TokenizerMeta, TOKENIZER_BLOB};
+use crate::pocket::{Layout, TokenizerMeta, TOKENIZER_BLOB};
 use crate::quant::{dense, QuantType};
 use crate::sniff::Kind;
+use crate::stored::{Encoding, StoredTensor};
 use crate::FormatError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub enum Source {
+pub enum ModelFile {
     /// An HF checkpoint; `ct` lists its compressed-tensors int4 layers, if any.
     Hf {
         ckpt: HfCheckpoint,
@@ -27,7 +33,7 @@ pub enum Source {
     },
 }
 
-/// A tensor as stored in the source.
+/// A tensor as stored in the file, for conversion.
 pub struct SourceTensor {
     pub name: String,
     pub shape: Vec<usize>,
@@ -35,44 +41,44 @@ pub struct SourceTensor {
     pub stored: Option<QuantType>,
 }
 
-impl Source {
-    pub fn open(path: &Path) -> Result<Source, FormatError> {
+impl ModelFile {
+    pub fn open(path: &Path) -> Result<ModelFile, FormatError> {
         Ok(match crate::sniff::sniff(path)? {
             Kind::Hf => {
                 let ckpt = HfCheckpoint::open(path)?;
                 let ct = compressed_tensors::detect(&ckpt)?.unwrap_or_default();
-                Source::Hf { ckpt, ct }
+                ModelFile::Hf { ckpt, ct }
             }
-            Kind::Pocket => Source::Pocket(PocketFile::open(path)?),
+            Kind::Pocket => ModelFile::Pocket(PocketFile::open(path)?),
             Kind::Gguf => {
                 let file = GgufFile::open(path)?;
                 let spec = crate::gguf::model::spec(&file)?;
-                Source::Gguf { file, spec }
+                ModelFile::Gguf { file, spec }
             }
         })
     }
 
     pub fn path(&self) -> &Path {
         match self {
-            Source::Hf { ckpt: h, .. } => &h.dir,
-            Source::Pocket(p) => &p.path,
-            Source::Gguf { file, .. } => &file.path,
+            ModelFile::Hf { ckpt: h, .. } => &h.dir,
+            ModelFile::Pocket(p) => &p.path,
+            ModelFile::Gguf { file, .. } => &file.path,
         }
     }
 
     pub fn spec(&self) -> &ModelSpec {
         match self {
-            Source::Hf { ckpt: h, .. } => &h.spec,
-            Source::Pocket(p) => &p.header.spec,
-            Source::Gguf { spec, .. } => spec,
+            ModelFile::Hf { ckpt: h, .. } => &h.spec,
+            ModelFile::Pocket(p) => &p.header.spec,
+            ModelFile::Gguf { spec, .. } => spec,
         }
     }
 
     pub fn generation(&self) -> GenerationConfig {
         match self {
-            Source::Hf { ckpt: h, .. } => h.generation.clone().unwrap_or_default(),
-            Source::Pocket(p) => p.header.generation.clone(),
-            Source::Gguf { spec, .. } => GenerationConfig {
+            ModelFile::Hf { ckpt: h, .. } => h.generation.clone().unwrap_or_default(),
+            ModelFile::Pocket(p) => p.header.generation.clone(),
+            ModelFile::Gguf { spec, .. } => GenerationConfig {
                 bos_token_id: spec.bos_token_id,
                 eos_token_ids: spec.eos_token_ids.clone(),
                 ..Default::default()
@@ -82,7 +88,7 @@ impl Source {
 
     pub fn tensors(&self) -> Vec<SourceTensor> {
         let mut v: Vec<SourceTensor> = match self {
-            Source::Hf { ckpt: h, ct } => h
+            ModelFile::Hf { ckpt: h, ct } => h
                 .tensors()
                 .filter(|t| !is_ct_part(ct, &t.name))
                 .map(|t| SourceTensor {
@@ -101,7 +107,7 @@ impl Source {
                     stored: Some(l.storage()),
                 }))
                 .collect(),
-            Source::Pocket(p) => p
+            ModelFile::Pocket(p) => p
                 .tensors()
                 .map(|t| SourceTensor {
                     name: t.name.clone(),
@@ -110,7 +116,7 @@ impl Source {
                 })
                 .collect(),
             // Types we cannot carry over (Q8_0, K-quants…) are read as f32 and re-encoded.
-            Source::Gguf { file, .. } => gguf_import::tensors(file)
+            ModelFile::Gguf { file, .. } => gguf_import::tensors(file)
                 .into_iter()
                 .map(|(name, t)| SourceTensor {
                     name,
@@ -126,7 +132,7 @@ impl Source {
     /// The tensor's values as f32; only for full-precision storage.
     pub fn read_f32(&self, name: &str) -> Result<Vec<f32>, FormatError> {
         match self {
-            Source::Hf { ckpt: h, ct } => {
+            ModelFile::Hf { ckpt: h, ct } => {
                 if let Some(l) = ct.get(name) {
                     return compressed_tensors::dequantize(h, l);
                 }
@@ -140,7 +146,7 @@ impl Source {
                     ),
                 })
             }
-            Source::Pocket(p) => {
+            ModelFile::Pocket(p) => {
                 let t = p.tensor(name).ok_or_else(|| FormatError::MissingTensor {
                     path: p.path.clone(),
                     name: name.into(),
@@ -164,7 +170,7 @@ impl Source {
                 }
                 Ok(out)
             }
-            Source::Gguf { file, spec } => {
+            ModelFile::Gguf { file, spec } => {
                 let t =
                     gguf_import::tensor(file, name).ok_or_else(|| FormatError::MissingTensor {
                         path: file.path.clone(),
@@ -179,12 +185,12 @@ impl Source {
     /// layers: our Q4 encoding of the same integers, if its parameters are exact in f16).
     pub fn raw_bytes(&self, name: &str) -> Option<Vec<u8>> {
         match self {
-            Source::Hf { ckpt: h, ct } => match ct.get(name) {
+            ModelFile::Hf { ckpt: h, ct } => match ct.get(name) {
                 Some(l) => compressed_tensors::to_q4(h, l).ok()?.ok(),
                 None => h.get(name).map(|t| t.bytes().to_vec()),
             },
-            Source::Pocket(p) => p.tensor(name).map(|t| t.row_major().into_owned()),
-            Source::Gguf { file, spec } => {
+            ModelFile::Pocket(p) => p.tensor(name).map(|t| t.row_major().into_owned()),
+            ModelFile::Gguf { file, spec } => {
                 let t = gguf_import::tensor(file, name)?;
                 match gguf_import::q4_bytes(file, spec, name, t) {
                     Some(r) => r.ok(),
@@ -195,15 +201,157 @@ impl Source {
         }
     }
 
+    /// An HF checkpoint whose config declares a `quantization_config` (compressed-tensors,
+    /// AWQ, GPTQ…): conversion reads it, the engine does not run it directly.
+    pub fn is_quantized_hf(&self) -> bool {
+        matches!(self, ModelFile::Hf { ckpt, .. } if ckpt.raw_config.get("quantization_config").is_some())
+    }
+
+    /// A tensor by its HF name, as stored: encoding, layout, bytes, row map and shift.
+    pub fn stored(&self, name: &str) -> Result<StoredTensor, FormatError> {
+        let missing = || FormatError::MissingTensor {
+            path: self.path().to_path_buf(),
+            name: name.into(),
+        };
+        Ok(match self {
+            ModelFile::Hf { ckpt: h, .. } => {
+                let t = h.tensor(name)?;
+                let q = match t.dtype {
+                    DType::F32 => QuantType::F32,
+                    DType::F16 => QuantType::F16,
+                    DType::BF16 => QuantType::BF16,
+                    DType::Other(ref d) => {
+                        return Err(FormatError::BadTensor {
+                            path: h.file_of(name).unwrap_or(&h.dir).to_path_buf(),
+                            name: name.into(),
+                            reason: format!("dtype {d}; weights must be F32, F16 or BF16"),
+                        })
+                    }
+                };
+                StoredTensor {
+                    name: name.into(),
+                    shape: t.shape.clone(),
+                    encoding: Encoding::Pocket(q),
+                    layout: Layout::Rows,
+                    bytes: t.view().clone(),
+                    row_map: None,
+                    shift: 0.0,
+                    file: h.file_of(name).unwrap_or(&h.dir).to_path_buf(),
+                }
+            }
+            ModelFile::Pocket(p) => {
+                let t = p.tensor(name).ok_or_else(missing)?;
+                StoredTensor {
+                    name: name.into(),
+                    shape: t.entry.shape.clone(),
+                    encoding: Encoding::Pocket(t.entry.dtype),
+                    layout: t.entry.layout,
+                    bytes: t.data,
+                    row_map: None,
+                    shift: 0.0,
+                    file: p.path.clone(),
+                }
+            }
+            ModelFile::Gguf { file, spec } => {
+                let t =
+                    gguf_import::tensor(file, name).ok_or_else(|| FormatError::MissingTensor {
+                        path: file.path.clone(),
+                        name: crate::gguf::model::family(file)
+                            .and_then(|fam| crate::gguf::model::gguf_name(name, fam))
+                            .unwrap_or_else(|| name.into()),
+                    })?;
+                let shape: Vec<usize> = t.dims.iter().rev().map(|&d| d as usize).collect();
+                // A vector's map (a llama q/k bias) reorders its elements.
+                let rows = shape.first().copied().unwrap_or(0);
+                StoredTensor {
+                    name: name.into(),
+                    shape,
+                    encoding: Encoding::Ggml(t.ty),
+                    layout: Layout::Rows,
+                    bytes: t.data.clone(),
+                    row_map: gguf_import::row_map(file, spec, name, rows)
+                        .map(|m| m.into_iter().map(|r| r as u32).collect()),
+                    shift: crate::gguf::model::norm_shift(spec.family, name),
+                    file: file.path.clone(),
+                }
+            }
+        })
+    }
+
+    /// Every stored tensor under its file's own name: storage type, shape, bytes, and where
+    /// it lives (`inspect`).
+    pub fn tensor_table(&self) -> Vec<TensorInfo> {
+        match self {
+            ModelFile::Hf { ckpt: h, .. } => h
+                .tensors()
+                .map(|t| TensorInfo {
+                    name: t.name.clone(),
+                    dtype: t.dtype.name().to_lowercase(),
+                    shape: t.shape.clone(),
+                    bytes: t.bytes().len() as u64,
+                    location: h
+                        .file_of(&t.name)
+                        .and_then(|p| p.file_name())
+                        .map(|f| f.to_string_lossy().to_string())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+            ModelFile::Pocket(p) => p
+                .tensors()
+                .map(|t| TensorInfo {
+                    name: t.name.clone(),
+                    dtype: t.dtype.to_string(),
+                    shape: t.shape.clone(),
+                    bytes: t.size,
+                    location: match t.layout {
+                        Layout::Rows => format!("@{}", t.offset),
+                        Layout::Rows16 => format!("@{} rows16", t.offset),
+                    },
+                })
+                .collect(),
+            ModelFile::Gguf { file, .. } => file
+                .tensors
+                .iter()
+                .map(|t| TensorInfo {
+                    name: t.name.clone(),
+                    dtype: t.ty.name().to_lowercase(),
+                    shape: t.dims.iter().rev().map(|&d| d as usize).collect(),
+                    bytes: t.data.len() as u64,
+                    location: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Stored parameters (a tied head is stored once, so counted once).
+    pub fn parameter_count(&self) -> u64 {
+        self.tensor_table()
+            .iter()
+            .map(|t| t.shape.iter().product::<usize>() as u64)
+            .sum()
+    }
+
+    /// Where the chat template came from, for its error messages: `tokenizer_config.json` or
+    /// `chat_template.jinja` of a checkpoint, else the file itself.
+    pub fn template_origin(&self) -> Result<Option<PathBuf>, FormatError> {
+        Ok(match self {
+            ModelFile::Hf { ckpt: h, .. } => TokenizerConfig::from_dir(&h.dir)?
+                .chat_template
+                .map(|(_, origin)| origin),
+            ModelFile::Pocket(p) => Some(p.path.clone()),
+            ModelFile::Gguf { file, .. } => Some(file.path.clone()),
+        })
+    }
+
     /// `tokenizer.json` bytes.
     pub fn tokenizer_json(&self) -> Result<Vec<u8>, FormatError> {
         match self {
-            Source::Hf { ckpt: h, .. } => {
+            ModelFile::Hf { ckpt: h, .. } => {
                 let path = h.dir.join(TOKENIZER);
                 std::fs::read(&path).map_err(|e| FormatError::io(&path, e))
             }
-            Source::Pocket(p) => p.blob(TOKENIZER_BLOB),
-            Source::Gguf { file, .. } => {
+            ModelFile::Pocket(p) => p.blob(TOKENIZER_BLOB),
+            ModelFile::Gguf { file, .. } => {
                 Ok(crate::gguf::tokenizer::tokenizer_json(file)?.into_bytes())
             }
         }
@@ -211,7 +359,7 @@ impl Source {
 
     pub fn tokenizer_meta(&self) -> Result<TokenizerMeta, FormatError> {
         match self {
-            Source::Hf { ckpt: h, .. } => {
+            ModelFile::Hf { ckpt: h, .. } => {
                 let c = TokenizerConfig::from_dir(&h.dir)?;
                 Ok(TokenizerMeta {
                     bos_token: c.bos_token,
@@ -221,8 +369,8 @@ impl Source {
                     chat_template: c.chat_template.map(|(t, _)| t),
                 })
             }
-            Source::Pocket(p) => Ok(p.header.tokenizer.clone()),
-            Source::Gguf { file, .. } => {
+            ModelFile::Pocket(p) => Ok(p.header.tokenizer.clone()),
+            ModelFile::Gguf { file, .. } => {
                 let text = |k: &str| crate::gguf::tokenizer::token_text(file, k);
                 Ok(TokenizerMeta {
                     bos_token: text("tokenizer.ggml.bos_token_id"),
@@ -241,7 +389,7 @@ impl Source {
     /// Files whose hashes go into the output's provenance.
     pub fn provenance_files(&self) -> Vec<PathBuf> {
         match self {
-            Source::Hf { ckpt: h, .. } => {
+            ModelFile::Hf { ckpt: h, .. } => {
                 let mut v: Vec<PathBuf> = [
                     "config.json",
                     "generation_config.json",
@@ -256,10 +404,21 @@ impl Source {
                 v.extend(h.weight_files.iter().cloned());
                 v
             }
-            Source::Pocket(p) => vec![p.path.clone()],
-            Source::Gguf { file, .. } => vec![file.path.clone()],
+            ModelFile::Pocket(p) => vec![p.path.clone()],
+            ModelFile::Gguf { file, .. } => vec![file.path.clone()],
         }
     }
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    pub bytes: u64,
+    /// The shard file (HF) or the data-section offset (`.pocket`, with `rows16` for matrices
+    /// stored in the kernels' interleaved layout).
+    pub location: String,
 }
 
 /// A compressed-tensors part (`weight_packed`, …) of a layer that is imported as a whole.

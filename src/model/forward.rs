@@ -1,0 +1,278 @@
+//! The layer loop: one forward pass over `n` rows serves decoding (one row), prompt prefill
+//! and perplexity (many rows of one sequence) and batched decoding (one row for each of many
+//! sequences). Each sequence is a [`State`]; its rows run at its next positions, in order.
+//! Read beside transformers' `Qwen2DecoderLayer` / `Gemma3DecoderLayer.forward`.
+
+use super::linear::{Linear, Observer, Site};
+use super::rows::{add_rows, norm_rows, norm_rows_in_place, rows_per_task, ELEMS_PER_TASK};
+use super::{Layer, Logits, Model, State};
+use crate::attention::attend;
+use crate::ops::rms_norm;
+use crate::Error;
+use rayon::prelude::*;
+use std::ops::Range;
+
+impl Model {
+    /// Runs `tokens` through the model: sequence `b` (`states[b]`) takes the next `lens[b]`
+    /// tokens, at its next positions. With [`Logits::Last`], the last row's logits are left in
+    /// the last state (see [`State`]) and nothing is returned; with [`Logits::All`], every
+    /// row's (`n × vocab`). `obs` sees every linear layer's input rows.
+    ///
+    /// One row takes the mat-vec kernels and splits its attention over the worker pool; more
+    /// rows take the batched kernels and attend one row per task. Every weight row is read
+    /// once per pass, however many rows there are.
+    pub fn forward(
+        &self,
+        states: &mut [&mut State],
+        tokens: &[u32],
+        lens: &[usize],
+        want: Logits,
+        mut obs: Option<&mut dyn Observer>,
+    ) -> Result<Vec<f32>, Error> {
+        let s = &self.spec;
+        let (n, h) = (tokens.len(), s.hidden_size);
+        if states.is_empty() || lens.len() != states.len() || lens.iter().sum::<usize>() != n {
+            return Err(Error::Invalid(format!(
+                "forward: {} states, {} row counts, {n} tokens",
+                states.len(),
+                lens.len()
+            )));
+        }
+        if lens.contains(&0) {
+            return Err(Error::Invalid("forward: a sequence with no tokens".into()));
+        }
+        for (st, &len) in states.iter().zip(lens) {
+            st.check_room(len)?;
+        }
+        self.check_tokens(tokens)?;
+        let eps = s.rms_norm_eps as f32;
+        // Row → (sequence, position).
+        let mut runs: Vec<Range<usize>> = Vec::with_capacity(lens.len());
+        let mut pos = Vec::with_capacity(n);
+        for (st, &len) in states.iter().zip(lens) {
+            let first = runs.last().map_or(0, |r| r.end);
+            runs.push(first..first + len);
+            pos.extend((0..len).map(|t| st.cache.len() + t));
+        }
+        let observing = obs.is_some();
+        let mut see = |layer: usize, site: Site, rows: &[f32]| {
+            if let Some(o) = obs.as_deref_mut() {
+                o.observe(layer, site, rows);
+            }
+        };
+
+        let mut x = self.embed(tokens);
+        for (li, layer) in self.layers.iter().enumerate() {
+            // Attention block.
+            let xn = norm_rows(&x, &layer.input_norm, eps);
+            see(li, Site::AttnIn, &xn);
+            let [mut q, mut k, v] =
+                Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n);
+            self.rotate_rows(layer, &mut q, &mut k, &pos);
+            let attn = self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v);
+            see(li, Site::AttnOut, &attn);
+            let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n);
+            norm_rows_in_place(&mut o, layer.attn_out_norm.as_deref(), eps);
+            add_rows(&mut x, &o);
+
+            // MLP block (gated: SwiGLU, or GELU for Gemma).
+            let xn = norm_rows(&x, &layer.mlp_norm, eps);
+            see(li, Site::MlpIn, &xn);
+            let gate = self.gate_up(layer, &xn, n);
+            see(li, Site::MlpDown, &gate);
+            let [mut down] = Linear::forward_rows([&layer.down_proj], &gate, n);
+            norm_rows_in_place(&mut down, layer.mlp_out_norm.as_deref(), eps);
+            add_rows(&mut x, &down);
+        }
+
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        if observing {
+            see(
+                self.layers.len(),
+                Site::Head,
+                &norm_rows(&x, &self.norm, eps),
+            );
+        }
+        Ok(match want {
+            Logits::None => Vec::new(),
+            Logits::Last => {
+                let st = states.last_mut().expect("checked: not empty");
+                rms_norm(&x[(n - 1) * h..], &self.norm, eps, &mut st.xn);
+                head.matvec(&st.xn, &mut st.logits);
+                self.softcap(&mut st.logits);
+                Vec::new()
+            }
+            Logits::All => {
+                let xn = norm_rows(&x, &self.norm, eps);
+                let mut out = vec![0.0; n * s.vocab_size];
+                match n {
+                    1 => head.matvec(&xn, &mut out),
+                    _ => head.matmul(&xn, n, &mut out),
+                }
+                self.softcap(&mut out);
+                out
+            }
+        })
+    }
+
+    /// Runs one token at the next position of `state`. Returns the logits when `want_logits`
+    /// (prefill skips the head for all but the last prompt token).
+    pub fn step<'s>(
+        &self,
+        state: &'s mut State,
+        token: u32,
+        want_logits: bool,
+    ) -> Result<Option<&'s [f32]>, Error> {
+        let want = if want_logits {
+            Logits::Last
+        } else {
+            Logits::None
+        };
+        self.forward(&mut [&mut *state], &[token], &[1], want, None)?;
+        Ok(want_logits.then_some(&state.logits[..]))
+    }
+
+    /// Runs `tokens` at the next positions of `state` as one pass (prompt prefill,
+    /// perplexity). Returns `n × vocab` logits for `Logits::All`, `vocab` for `Logits::Last`.
+    pub fn forward_batch(
+        &self,
+        state: &mut State,
+        tokens: &[u32],
+        want: Logits,
+    ) -> Result<Vec<f32>, Error> {
+        self.forward_batch_observed(state, tokens, want, None)
+    }
+
+    /// [`Model::forward_batch`], showing every linear layer's input rows to `obs` (activation
+    /// statistics for calibrated quantization).
+    pub fn forward_batch_observed(
+        &self,
+        state: &mut State,
+        tokens: &[u32],
+        want: Logits,
+        obs: Option<&mut dyn Observer>,
+    ) -> Result<Vec<f32>, Error> {
+        let out = self.forward(&mut [&mut *state], tokens, &[tokens.len()], want, obs)?;
+        Ok(match want {
+            Logits::Last => state.logits.clone(),
+            _ => out,
+        })
+    }
+
+    /// One token for each of several independent sequences (batched decoding): `tokens[b]` runs
+    /// at the next position of `states[b]`. Returns `states.len() × vocab` logits.
+    pub fn step_many(&self, states: &mut [&mut State], tokens: &[u32]) -> Result<Vec<f32>, Error> {
+        if states.len() != tokens.len() || tokens.is_empty() {
+            return Err(Error::Invalid(format!(
+                "step_many: {} states for {} tokens",
+                states.len(),
+                tokens.len()
+            )));
+        }
+        let lens = vec![1; tokens.len()];
+        self.forward(states, tokens, &lens, Logits::All, None)
+    }
+
+    /// Pushes each row's key and value into its sequence's cache and attends its query over
+    /// that sequence's positions so far. A ring (sliding-window layer) takes a sequence's rows
+    /// in parts it can hold: each part is pushed, then its rows attend.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_rows(
+        &self,
+        li: usize,
+        layer: &Layer,
+        states: &mut [&mut State],
+        runs: &[Range<usize>],
+        pos: &[usize],
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+    ) -> Vec<f32> {
+        let s = &self.spec;
+        let cpu = self.config.cpu;
+        let (q_row, kv_row) = (s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim);
+        let n = pos.len();
+        let mut attn = vec![0.0f32; n * q_row];
+        if n == 1 {
+            let st = &mut states[0];
+            st.cache.push(li, k, v);
+            let kv = st.cache.layer(li);
+            attend(cpu, s, q, &kv, pos[0] + 1, layer.window, &mut attn, true);
+            return attn;
+        }
+        let parts: Vec<usize> = states
+            .iter()
+            .zip(runs)
+            .map(|(st, r)| st.cache.batch_limit(li).unwrap_or(r.len()).max(1))
+            .collect();
+        let rounds = runs
+            .iter()
+            .zip(&parts)
+            .map(|(r, &p)| r.len().div_ceil(p))
+            .max()
+            .unwrap_or(0);
+        for round in 0..rounds {
+            let mut todo: Vec<(usize, usize)> = Vec::new();
+            for (b, st) in states.iter_mut().enumerate() {
+                let lo = (runs[b].start + round * parts[b]).min(runs[b].end);
+                let hi = (lo + parts[b]).min(runs[b].end);
+                for t in lo..hi {
+                    let r = t * kv_row..(t + 1) * kv_row;
+                    st.cache.push(li, &k[r.clone()], &v[r]);
+                    todo.push((b, t));
+                }
+            }
+            let kvs: Vec<_> = states.iter().map(|st| st.cache.layer(li)).collect();
+            let mut outs: Vec<Option<&mut [f32]>> = attn.chunks_mut(q_row).map(Some).collect();
+            let work: Vec<(usize, usize, &mut [f32])> = todo
+                .iter()
+                .map(|&(b, t)| (b, t, outs[t].take().expect("each row once")))
+                .collect();
+            let one = |(b, t, out): (usize, usize, &mut [f32])| {
+                let qt = &q[t * q_row..(t + 1) * q_row];
+                attend(cpu, s, qt, &kvs[b], pos[t] + 1, layer.window, out, false)
+            };
+            if states.len() == 1 {
+                work.into_par_iter().for_each(one);
+            } else {
+                // One row per task on the worker pool (the pool the mat-vecs use: mixing in
+                // rayon here would leave its workers competing with the pool's spinning ones).
+                let work: Vec<std::sync::Mutex<Option<(usize, usize, &mut [f32])>>> = work
+                    .into_iter()
+                    .map(|w| std::sync::Mutex::new(Some(w)))
+                    .collect();
+                crate::kernels::pool::global().run(work.len(), &|i| {
+                    let mut g = work[i].lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(w) = g.take() {
+                        one(w);
+                    }
+                });
+            }
+        }
+        attn
+    }
+
+    /// Per row (in parallel): Qwen3's and Gemma's q/k norm, then RoPE at the row's position.
+    fn rotate_rows(&self, layer: &Layer, q: &mut [f32], k: &mut [f32], pos: &[usize]) {
+        let s = &self.spec;
+        let (d, eps) = (s.head_dim, s.rms_norm_eps as f32);
+        q.par_chunks_mut(s.num_heads * d)
+            .zip(k.par_chunks_mut(s.num_kv_heads * d))
+            .enumerate()
+            .with_min_len(rows_per_task(s.num_heads * d))
+            .for_each(|(t, (qt, kt))| {
+                layer.qk_norm(qt, kt, d, eps);
+                self.rope_of(layer).apply_pair(qt, kt, d, pos[t]);
+            });
+    }
+
+    /// `act(gate) · up` of `n` normed rows: down_proj's input.
+    fn gate_up(&self, layer: &Layer, xn: &[f32], n: usize) -> Vec<f32> {
+        let [mut gate, up] = Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n);
+        gate.par_chunks_mut(ELEMS_PER_TASK)
+            .zip(up.par_chunks(ELEMS_PER_TASK))
+            .with_min_len(rows_per_task(ELEMS_PER_TASK))
+            .for_each(|(g, u)| self.gate_act(g, u));
+        gate
+    }
+}

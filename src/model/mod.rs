@@ -1,0 +1,254 @@
+//! The decoder: one implementation for Llama, Qwen2, Qwen3 and Gemma 3, with the family
+//! differences as small switches (biases, q/k norm, tied head, Gemma's extra norms, GELU,
+//! sliding windows) read from [`ModelSpec`]. Weight names are the
+//! Hugging Face ones, so this file reads side by side with transformers' modeling code.
+
+mod forward;
+mod linear;
+mod rows;
+mod state;
+
+pub use linear::{Linear, Observer, Site};
+pub use state::State;
+
+use crate::config::EngineConfig;
+use crate::kv_cache::{KvCache, KvPrecision};
+use crate::ops::{gelu_tanh_mul, rms_norm_in_place, silu_mul};
+use crate::rope::Rope;
+use crate::weights::Matrix;
+use crate::Error;
+use pocket_formats::hf::{Activation, ModelSpec};
+use pocket_formats::model_file::ModelFile;
+
+/// Which logits a forward pass returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    None,
+    Last,
+    All,
+}
+
+pub struct Layer {
+    pub input_norm: Vec<f32>,
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub o_proj: Linear,
+    /// Qwen3's and Gemma's per-head RMSNorm weights (size head_dim).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    /// Gemma: the norm of the attention output, before the residual add.
+    pub attn_out_norm: Option<Vec<f32>>,
+    /// The MLP's input norm (HF `post_attention_layernorm`; Gemma's `pre_feedforward_layernorm`).
+    pub mlp_norm: Vec<f32>,
+    /// Gemma: the norm of the MLP output, before the residual add.
+    pub mlp_out_norm: Option<Vec<f32>>,
+    /// A sliding-window layer attends only this many latest positions, and rotates with the
+    /// model's local RoPE.
+    pub window: Option<usize>,
+    pub gate_proj: Linear,
+    pub up_proj: Linear,
+    pub down_proj: Linear,
+}
+
+pub struct Model {
+    pub spec: ModelSpec,
+    pub embed_tokens: Matrix,
+    pub layers: Vec<Layer>,
+    pub norm: Vec<f32>,
+    /// `None` when the head is tied to `embed_tokens`.
+    pub lm_head: Option<Matrix>,
+    rope: Rope,
+    /// The sliding-window layers' RoPE (Gemma's local base).
+    rope_local: Option<Rope>,
+    /// The kernels, activation precision and KV cache type this model runs with.
+    pub config: EngineConfig,
+}
+
+impl Model {
+    /// Builds the model over a file's memory-mapped tensors (no weight matrix is copied,
+    /// though the SIMD kernels' layouts may be packed from them).
+    pub fn load(file: &ModelFile, config: EngineConfig) -> Result<Model, Error> {
+        let spec = file.spec();
+        spec.check_limits().map_err(Error::Invalid)?;
+        let s = spec;
+        let (h, q_dim, kv_dim) = (
+            s.hidden_size,
+            s.num_heads * s.head_dim,
+            s.num_kv_heads * s.head_dim,
+        );
+        let matrix =
+            |name: &str, rows, cols| Matrix::from_stored(file.stored(name)?, rows, cols, config);
+        let vector = |name: &str, len: usize| -> Result<Vec<f32>, Error> {
+            let t = file.stored(name)?;
+            t.expect_shape(&[len])?;
+            Ok(t.to_f32()?)
+        };
+        // Gemma's norms scale by 1 + w: folded into the weight once here.
+        let norm = |name: &str, len| -> Result<Vec<f32>, Error> {
+            let mut w = vector(name, len)?;
+            if s.norm_offset {
+                w.iter_mut().for_each(|x| *x += 1.0);
+            }
+            Ok(w)
+        };
+        let linear = |name: &str, rows, cols, bias: bool| -> Result<Linear, Error> {
+            Ok(Linear {
+                weight: matrix(&format!("{name}.weight"), rows, cols)?,
+                bias: if bias {
+                    Some(vector(&format!("{name}.bias"), rows)?)
+                } else {
+                    None
+                },
+            })
+        };
+        let mut layers = Vec::with_capacity(s.num_layers);
+        for i in 0..s.num_layers {
+            let p = format!("model.layers.{i}");
+            let (a, m) = (format!("{p}.self_attn"), format!("{p}.mlp"));
+            let sandwich = |name: &str| -> Result<Option<Vec<f32>>, Error> {
+                match s.sandwich_norms {
+                    true => Ok(Some(norm(&format!("{p}.{name}.weight"), h)?)),
+                    false => Ok(None),
+                }
+            };
+            let mlp_norm = match s.sandwich_norms {
+                true => "pre_feedforward_layernorm",
+                false => "post_attention_layernorm",
+            };
+            layers.push(Layer {
+                input_norm: norm(&format!("{p}.input_layernorm.weight"), h)?,
+                q_proj: linear(&format!("{a}.q_proj"), q_dim, h, s.qkv_bias)?,
+                k_proj: linear(&format!("{a}.k_proj"), kv_dim, h, s.qkv_bias)?,
+                v_proj: linear(&format!("{a}.v_proj"), kv_dim, h, s.qkv_bias)?,
+                o_proj: linear(&format!("{a}.o_proj"), h, q_dim, s.o_bias)?,
+                q_norm: if s.qk_norm {
+                    Some(norm(&format!("{a}.q_norm.weight"), s.head_dim)?)
+                } else {
+                    None
+                },
+                k_norm: if s.qk_norm {
+                    Some(norm(&format!("{a}.k_norm.weight"), s.head_dim)?)
+                } else {
+                    None
+                },
+                attn_out_norm: sandwich("post_attention_layernorm")?,
+                mlp_norm: norm(&format!("{p}.{mlp_norm}.weight"), h)?,
+                mlp_out_norm: sandwich("post_feedforward_layernorm")?,
+                window: s.window(i),
+                gate_proj: linear(
+                    &format!("{m}.gate_proj"),
+                    s.intermediate_size,
+                    h,
+                    s.mlp_bias,
+                )?,
+                up_proj: linear(&format!("{m}.up_proj"), s.intermediate_size, h, s.mlp_bias)?,
+                down_proj: linear(
+                    &format!("{m}.down_proj"),
+                    h,
+                    s.intermediate_size,
+                    s.mlp_bias,
+                )?,
+            });
+        }
+        let lm_head = if s.tie_word_embeddings {
+            None
+        } else {
+            Some(matrix("lm_head.weight", s.vocab_size, h)?)
+        };
+        Ok(Model {
+            embed_tokens: matrix("model.embed_tokens.weight", s.vocab_size, h)?,
+            layers,
+            norm: norm("model.norm.weight", h)?,
+            lm_head,
+            rope: Rope::new(&s.rope, s.head_dim),
+            rope_local: s.sliding.as_ref().map(|sl| Rope::new(&sl.rope, s.head_dim)),
+            spec: s.clone(),
+            config,
+        })
+    }
+
+    /// A fresh decoding state with room for `context` positions, its KV cache in the model's
+    /// precision ([`EngineConfig::kv`]).
+    pub fn new_state(&self, context: usize) -> State {
+        self.new_state_kv(context, self.config.kv)
+    }
+
+    /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).
+    pub fn new_state_kv(&self, context: usize, precision: KvPrecision) -> State {
+        // Here rather than at load: what loading freed (the tokenizer's buffers) goes back to
+        // the system first.
+        state::keep_large_buffers_on_the_heap();
+        let s = &self.spec;
+        let cache = KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context, precision)
+            .with_windows(&self.layers.iter().map(|l| l.window).collect::<Vec<_>>());
+        State::new(cache, s.hidden_size, s.vocab_size)
+    }
+
+    /// The RoPE a layer rotates with.
+    fn rope_of(&self, layer: &Layer) -> &Rope {
+        match (layer.window, &self.rope_local) {
+            (Some(_), Some(local)) => local,
+            _ => &self.rope,
+        }
+    }
+
+    /// Gemma multiplies embeddings by sqrt(hidden_size) (in f32, as llama.cpp does).
+    fn scale_embedding(&self, x: &mut [f32]) {
+        if self.spec.scale_embeddings {
+            let scale = (self.spec.hidden_size as f32).sqrt();
+            x.iter_mut().for_each(|v| *v *= scale);
+        }
+    }
+
+    /// `cap · tanh(logits / cap)` when the model soft-caps its logits.
+    fn softcap(&self, logits: &mut [f32]) {
+        if let Some(cap) = self.spec.final_logit_softcap {
+            let cap = cap as f32;
+            logits.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
+        }
+    }
+
+    /// The MLP's gate activation times `up`, into `gate`.
+    fn gate_act(&self, gate: &mut [f32], up: &[f32]) {
+        match self.spec.activation {
+            Activation::Silu => silu_mul(self.config.cpu, gate, up),
+            Activation::GeluTanh => gelu_tanh_mul(gate, up),
+        }
+    }
+}
+
+impl Model {
+    fn check_tokens(&self, tokens: &[u32]) -> Result<(), Error> {
+        let vocab = self.spec.vocab_size;
+        match tokens.iter().find(|&&t| t as usize >= vocab) {
+            Some(t) => Err(Error::Invalid(format!(
+                "token id {t} is outside the vocabulary ({vocab})"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The embedding rows of `tokens`, one after another.
+    fn embed(&self, tokens: &[u32]) -> Vec<f32> {
+        let h = self.spec.hidden_size;
+        let mut x = vec![0.0f32; tokens.len() * h];
+        for (row, &t) in x.chunks_exact_mut(h).zip(tokens) {
+            self.embed_tokens.row(t as usize, row);
+            self.scale_embedding(row);
+        }
+        x
+    }
+}
+
+impl Layer {
+    /// Qwen3's and Gemma's per-head RMSNorm of queries and keys (no-op for the others).
+    fn qk_norm(&self, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
+        if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
+            q.chunks_exact_mut(head_dim)
+                .for_each(|h| rms_norm_in_place(h, qn, eps));
+            k.chunks_exact_mut(head_dim)
+                .for_each(|h| rms_norm_in_place(h, kn, eps));
+        }
+    }
+}
