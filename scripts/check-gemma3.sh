@@ -11,4 +11,4 @@ if [ "${1:-}" = "--refresh" ]; then
     "$ROOT/fixtures/gemma3-reference.json"
 fi
 cd "$ROOT"
-POCKET_GEMMA3="$MODEL" cargo test --release --test real_gemma3 -- --ignored --nocapture
+POCKET_GEMMA3="$MODEL" cargo test --release --locked -p pocket-cli --test exact real_gemma3 -- --ignored --nocapture

@@ -11,4 +11,4 @@ if [ "${1:-}" = "--refresh" ]; then
   "$VENV/bin/python" "$ROOT/scripts/hf_reference.py" "$MODEL" "$ROOT/fixtures/smollm2-reference.json"
 fi
 cd "$ROOT"
-POCKET_REAL_MODEL="$MODEL" cargo test --release --test real_model -- --ignored --nocapture
+POCKET_REAL_MODEL="$MODEL" cargo test --release --locked -p pocket-cli --test engine real_model -- --ignored --nocapture

@@ -11,9 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/tiny")
-        .join(name)
+    crate::common::root().join("fixtures/tiny").join(name)
 }
 
 /// A chat session plus everything the terminal showed so far, for failure messages.

@@ -3,11 +3,10 @@
 
 use serde_json::Value;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
         .join("fixtures/tiny")
         .join(name)
         .to_string_lossy()

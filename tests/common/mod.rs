@@ -7,8 +7,12 @@ use pocket::loader::{LoadOptions, LoadedModel};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The checkout's root (these tests are built by cmd/'s package).
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cmd/ is inside the checkout")
+        .to_path_buf()
 }
 
 /// The engine configuration these tests run with: the fast path, capped by `POCKET_ISA` and

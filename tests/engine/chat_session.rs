@@ -8,12 +8,9 @@ use pocket::chat_template::Message;
 use pocket::generate::{generate_text, Control, FinishReason, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::sampler::{Sampler, SamplerConfig};
-use std::path::PathBuf;
 
 fn fixture(name: &str) -> LoadedModel {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/tiny")
-        .join(name);
+    let dir = crate::common::root().join("fixtures/tiny").join(name);
     crate::common::open(&dir).expect("open fixture")
 }
 

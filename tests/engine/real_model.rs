@@ -15,7 +15,7 @@ use std::path::PathBuf;
 const WHY: &str = "needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct: scripts/check-real-model.sh makes it with transformers";
 
 fn load() -> (LoadedModel, Value) {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::common::root();
     let dir = std::env::var_os("POCKET_REAL_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("models/smollm2-135m-instruct"));

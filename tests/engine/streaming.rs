@@ -13,7 +13,7 @@ const SAMPLES: [&str; 4] = [
 ];
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::common::root()
 }
 
 /// Streams `text`'s tokens one by one; returns how many tokens ended mid-character.

@@ -8,14 +8,11 @@ use serde_json::Value;
 
 use crate::common;
 use common::ids;
-use std::path::PathBuf;
 
 const FIXTURES: [&str; 4] = ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "gemma3-tiny"];
 
 fn fixture(name: &str) -> (LoadedModel, Value) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/tiny")
-        .join(name);
+    let dir = crate::common::root().join("fixtures/tiny").join(name);
     let reference = std::fs::read_to_string(dir.join("reference.json")).expect("reference.json");
     (
         crate::common::open(&dir).expect("fixture loads"),

@@ -12,9 +12,7 @@ use crate::common;
 use common::{max_logit_error, quantize as import};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/qat")
-        .join(name)
+    crate::common::root().join("fixtures/qat").join(name)
 }
 
 fn reference(name: &str) -> Value {

@@ -5,9 +5,9 @@
 //! change what it computes.
 //!
 //! ```sh
-//! POCKET_GUARD=record:/tmp/before.json cargo test --release --test exact refactor_guard -- --ignored --nocapture
+//! POCKET_GUARD=record:/tmp/before.json cargo test --release -p pocket-cli --test exact refactor_guard -- --ignored --nocapture
 //! # … refactor …
-//! POCKET_GUARD=check:/tmp/before.json  cargo test --release --test exact refactor_guard -- --ignored --nocapture
+//! POCKET_GUARD=check:/tmp/before.json  cargo test --release -p pocket-cli --test exact refactor_guard -- --ignored --nocapture
 //! ```
 //!
 //! Inputs: the tiny fixtures as HF checkpoints, their `.pocket` exports (Q4 block 64, Q8) and
