@@ -5,7 +5,6 @@
 //! what is wrong); 2 bad usage; 3 the subcommand or option is not built yet.
 
 mod bench;
-mod chat;
 mod convert;
 mod eval;
 mod export;

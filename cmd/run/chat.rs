@@ -5,11 +5,8 @@
 //! Answers go to stdout; everything else (banner, notes, stats) to stderr, so `2>/dev/null`
 //! leaves the conversation's text.
 
-mod commands;
-mod editor;
-mod typeahead;
-
-use crate::run::{sampling_line, stats_line, RunArgs, SamplingSource};
+use super::options::{sampling_line, stats_line, RunArgs, SamplingSource};
+use super::{commands, typeahead};
 use crate::term;
 use anyhow::{bail, Context, Result};
 use pocket::chat::{ChatSession, ChatSettings, Transcript, Turn};
@@ -24,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use commands::{ChatCommand, Input, HELP, SETTINGS};
-use editor::{default_history_path, join_continuations, new_editor, ChatEditor};
+use super::commands::{ChatCommand, Input, HELP, SETTINGS};
+use super::editor::{default_history_path, join_continuations, new_editor, ChatEditor};
 
 pub fn main(
     args: &RunArgs,

@@ -1,17 +1,13 @@
-//! `pocket run`: one prompt (from -p or stdin) or a chat in the terminal.
+//! `pocket run`'s flags and how they become sampling settings (the model's generation_config,
+//! pocket's chat defaults, or greedy), plus the one-line reports both modes print.
 
-use crate::{chat, term};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use pocket::chat::ChatSettings;
-use pocket::chat_template::Message;
-use pocket::generate::{generate_text, Control, FinishReason, Generation, StopAt};
+use pocket::generate::{FinishReason, Generation};
 use pocket::loader::LoadedModel;
-use pocket::sampler::{Sampler, SamplerConfig};
-use serde_json::json;
-use std::io::{IsTerminal, Read, Write};
+use pocket::sampler::SamplerConfig;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Args)]
 #[command(after_help = "\
@@ -120,46 +116,6 @@ pub struct RunArgs {
     /// Sleep this long after each streamed token: for terminal tests and recordings
     #[arg(long, hide = true, default_value_t = 0)]
     pub debug_token_delay_ms: u64,
-}
-
-pub fn main(args: RunArgs) -> Result<ExitCode> {
-    crate::term::set_threads(args.threads)?;
-    let options = crate::settings::load_options(!args.no_verify)?;
-    let m = LoadedModel::open_with(&args.model, options)?;
-    let ctx = args
-        .ctx
-        .unwrap_or(m.model.spec.max_position_embeddings)
-        .min(m.model.spec.max_position_embeddings);
-    if ctx == 0 {
-        bail!("--ctx must be at least 1");
-    }
-
-    let prompt = match args.prompt.clone() {
-        Some(p) => Some(p),
-        None if args.prompt_ids.is_some() => Some(String::new()),
-        None if !std::io::stdin().is_terminal() => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .context("reading the prompt from stdin")?;
-            let s = String::from_utf8(bytes).map_err(|e| {
-                anyhow::anyhow!(
-                    "stdin: the prompt is not valid UTF-8 (first bad byte at byte {}); pocket reads UTF-8 text",
-                    e.utf8_error().valid_up_to()
-                )
-            })?;
-            Some(s.trim_end_matches('\n').to_string())
-        }
-        None => None,
-    };
-    match prompt {
-        Some(p) => one_shot(&args, &m, &chat_settings(&args, &m, false)?.0, ctx, &p),
-        None if args.json => bail!("--json needs a prompt (-p TEXT or stdin)"),
-        None => {
-            let (settings, source) = chat_settings(&args, &m, true)?;
-            chat::main(&args, &m, settings, source, ctx)
-        }
-    }
 }
 
 /// Where the sampling settings came from, for the chat's startup line.
@@ -300,108 +256,6 @@ pub fn sampling_line(s: &ChatSettings, source: SamplingSource, overridden: bool)
 /// characters awkward to type.
 pub fn unescape(text: &str) -> String {
     text.replace("\\n", "\n").replace("\\t", "\t")
-}
-
-fn messages(system: Option<&str>, user: &str) -> Vec<Message> {
-    let mut v = Vec::new();
-    if let Some(s) = system {
-        v.push(Message::new("system", s));
-    }
-    v.push(Message::new("user", user));
-    v
-}
-
-fn one_shot(
-    args: &RunArgs,
-    m: &LoadedModel,
-    settings: &ChatSettings,
-    ctx: usize,
-    prompt: &str,
-) -> Result<ExitCode> {
-    let prompt_ids = if let Some(ids) = &args.prompt_ids {
-        let vocab = m.model.spec.vocab_size;
-        if let Some(bad) = ids.iter().find(|&&i| i as usize >= vocab) {
-            bail!("--prompt-ids: token {bad} is outside the vocabulary of {vocab}");
-        }
-        ids.clone()
-    } else if args.raw {
-        m.tokenizer.encode(prompt, true)?
-    } else {
-        m.encode_chat(&messages(args.system.as_deref(), prompt), true)?
-    };
-    let first_logits = if args.first_logits {
-        let mut st = m.model.new_state(ctx);
-        Some(
-            m.model
-                .forward_batch(&mut st, &prompt_ids, pocket::model::Logits::Last)?,
-        )
-    } else {
-        None
-    };
-    let mut state = m.model.new_state(ctx);
-    let mut sampler = Sampler::new(settings.sampler.clone());
-    let stop = StopAt {
-        ids: &m.stop_ids,
-        strings: &settings.stop,
-        max_tokens: settings.max_tokens,
-    };
-    let mut out = std::io::stdout().lock();
-    let answer = generate_text(
-        &m.model,
-        &m.tokenizer,
-        &mut state,
-        &prompt_ids,
-        &mut sampler,
-        &stop,
-        |piece| {
-            if !args.json {
-                let _ = out.write_all(piece.as_bytes());
-                let _ = out.flush();
-            }
-            Control::Continue
-        },
-    )?;
-    let g = &answer.generation;
-    if args.json {
-        let mut obj = json!({
-            "model": m.path,
-            "text": answer.text,
-            "prompt_ids": prompt_ids,
-            "generated_ids": g.tokens,
-            "prompt_tokens": prompt_ids.len(),
-            "generated_tokens": g.tokens.len(),
-            "finish_reason": g.finish_reason,
-            "timings": {
-                "prefill_ms": g.prefill_time.as_secs_f64() * 1e3,
-                "decode_ms": g.decode_time.as_secs_f64() * 1e3,
-                "prefill_tok_per_s": g.prefill_tok_per_s(),
-                "decode_tok_per_s": g.decode_tok_per_s(),
-            },
-        });
-        if let Some(l) = first_logits {
-            obj["first_logits"] = json!(l);
-        }
-        writeln!(out, "{obj}")?;
-    } else {
-        writeln!(out)?;
-        drop(out);
-        // A cut answer says so, as the chat does; scripts read `finish_reason` from --json.
-        match g.finish_reason {
-            FinishReason::Length => eprintln!(
-                "(cut at the {}-token limit; -n N for longer answers)",
-                settings.max_tokens
-            ),
-            FinishReason::Context => {
-                eprintln!("(cut: the {ctx}-token context is full; --ctx N for more)")
-            }
-            FinishReason::Stop | FinishReason::Interrupted => {}
-        }
-        if std::io::stderr().is_terminal() {
-            let stats = stats_line(g, 0, state.cache.len(), ctx);
-            eprintln!("{}", term::dim(&stats, term::stderr_styled()));
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// One line after an answer: its speed, how much of the prompt was run versus taken from the

@@ -1,7 +1,7 @@
 //! The chat's slash commands: parsing what the user typed and changing settings by name. Kept
 //! apart from the terminal loop so every command can be tested without a terminal.
 
-use crate::run::unescape;
+use super::options::unescape;
 use pocket::chat::ChatSettings;
 use std::path::PathBuf;
 

@@ -1,0 +1,63 @@
+//! `pocket run`: one prompt (from -p or stdin) or a chat in the terminal.
+//!
+//! - `options.rs`: the flags ([`RunArgs`]) and how they become sampling settings;
+//! - `oneshot.rs`: one prompt, one answer (text or `--json`);
+//! - `chat.rs`: the interactive chat, with its line editor (`editor.rs`), slash commands
+//!   (`commands.rs`) and the keys typed while an answer streams (`typeahead.rs`).
+//!
+//! Imports run one way: this file → oneshot, chat → options; chat → commands, editor.
+
+mod chat;
+mod commands;
+mod editor;
+mod oneshot;
+mod options;
+mod typeahead;
+
+pub use options::RunArgs;
+
+use anyhow::{bail, Context, Result};
+use options::chat_settings;
+use pocket::loader::LoadedModel;
+use std::io::{IsTerminal, Read};
+use std::process::ExitCode;
+
+pub fn main(args: RunArgs) -> Result<ExitCode> {
+    crate::term::set_threads(args.threads)?;
+    let options = crate::settings::load_options(!args.no_verify)?;
+    let m = LoadedModel::open_with(&args.model, options)?;
+    let ctx = args
+        .ctx
+        .unwrap_or(m.model.spec.max_position_embeddings)
+        .min(m.model.spec.max_position_embeddings);
+    if ctx == 0 {
+        bail!("--ctx must be at least 1");
+    }
+
+    let prompt = match args.prompt.clone() {
+        Some(p) => Some(p),
+        None if args.prompt_ids.is_some() => Some(String::new()),
+        None if !std::io::stdin().is_terminal() => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("reading the prompt from stdin")?;
+            let s = String::from_utf8(bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "stdin: the prompt is not valid UTF-8 (first bad byte at byte {}); pocket reads UTF-8 text",
+                    e.utf8_error().valid_up_to()
+                )
+            })?;
+            Some(s.trim_end_matches('\n').to_string())
+        }
+        None => None,
+    };
+    match prompt {
+        Some(p) => oneshot::run(&args, &m, &chat_settings(&args, &m, false)?.0, ctx, &p),
+        None if args.json => bail!("--json needs a prompt (-p TEXT or stdin)"),
+        None => {
+            let (settings, source) = chat_settings(&args, &m, true)?;
+            chat::main(&args, &m, settings, source, ctx)
+        }
+    }
+}
