@@ -247,7 +247,7 @@ impl PackedQ4 {
     /// Row `r`'s record for block `b`, and its (zero, scale) for that block (zero 0 when
     /// symmetric).
     #[inline]
-    fn at(&self, r: usize, b: usize) -> (&[u8], f32, f32) {
+    pub(super) fn at(&self, r: usize, b: usize) -> (&[u8], f32, f32) {
         let (g, k) = (r / GROUP, r % GROUP);
         let rec = &self.data[(g * self.blocks() + b) * self.record()..][..self.record()];
         let at = self.params_at();
@@ -270,7 +270,7 @@ impl PackedQ4 {
     /// The code of lane `k`'s weight at byte `j` of code vector `i` of `rec` (`h`: 0 the high
     /// nibble, 1 the low), high-bit planes included.
     #[inline]
-    fn code(&self, rec: &[u8], k: usize, i: usize, j: usize, h: usize) -> u8 {
+    pub(super) fn code(&self, rec: &[u8], k: usize, i: usize, j: usize, h: usize) -> u8 {
         let byte = rec[i * 64 + k * 4 + j];
         let mut c = if h == 0 { byte >> 4 } else { byte & 0x0F };
         let vw = self.block / 8;
@@ -384,81 +384,11 @@ pub fn dot_rows_tokens_scalar(
     }
 }
 
-/// Per token and block, the sum of the activations: a block's zero point meets it once.
-pub fn block_sums(x: &[f32], block: usize) -> Vec<f32> {
-    x.chunks_exact(block).map(|b| b.iter().sum()).collect()
-}
-
-/// W4A16 in the strict sense: the packed codes against f32 activations, accumulated in f32
-/// (`POCKET_ACT=f32`). `x` holds `n` tokens of `cols` values and `sums` their
-/// [`block_sums`]; `out` is `n × count`, token-major. Per block, `s · Σ c·x + (z − 8s) · Σ x`:
-/// the decoded weight `s·c + z − 8s` with its scale and zero point taken out of the sum.
-pub fn dot_rows_f32(
-    cpu: Cpu,
-    p: &PackedQ4,
-    first: usize,
-    count: usize,
-    x: &[f32],
-    sums: &[f32],
-    out: &mut [f32],
-) {
-    let n = out.len() / count.max(1);
-    assert!(first % GROUP == 0 && count % GROUP == 0 && first + count <= p.rows);
-    assert!(out.len() == n * count && x.len() == n * p.cols && sums.len() == n * p.blocks());
-    assert!(p.data.len() == p.rows / GROUP * p.blocks() * p.record());
-    match cpu.isa() {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
-            // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA (the `Cpu` token proves it); the
-            // layout, the row range, the activations and the output were checked above.
-            unsafe { super::x86::avx512::q4p_f32::dot_rows(p, first, count, x, sums, out) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            // SAFETY: as above, for AVX2, FMA and F16C.
-            unsafe { super::x86::avx2::q4p_f32::dot_rows(p, first, count, x, sums, out) }
-        }
-        _ => dot_rows_f32_scalar(p, first, count, x, sums, out),
-    }
-}
-
-/// The scalar twin of [`dot_rows_f32`].
-pub fn dot_rows_f32_scalar(
-    p: &PackedQ4,
-    first: usize,
-    count: usize,
-    x: &[f32],
-    sums: &[f32],
-    out: &mut [f32],
-) {
-    let (cols, nb) = (p.cols, p.blocks());
-    for (t, o) in out.chunks_exact_mut(count).enumerate() {
-        for (i, o) in o.iter_mut().enumerate() {
-            let r = first + i;
-            let k = r % GROUP;
-            let mut total = 0.0f32;
-            for b in 0..nb {
-                let (rec, z, s) = p.at(r, b);
-                let mut dot = 0.0f32;
-                for w in 0..p.block / 8 {
-                    for j in 0..4 {
-                        let x = &x[t * cols + b * p.block + w * 8 + j * 2..];
-                        dot += p.code(rec, k, w, j, 0) as f32 * x[0]
-                            + p.code(rec, k, w, j, 1) as f32 * x[1];
-                    }
-                }
-                let off = p.form.offset as f32;
-                total += s * dot + (z - off * s) * sums[t * nb + b];
-            }
-            *o = total;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernels::testutil::{each_q4_case, Rng};
+    use crate::kernels::w4a16::{block_sums, dot_rows_f32, dot_rows_f32_scalar};
     use pocket_formats::quant::q4 as codec;
 
     /// The packed rows decode to the row-major rows, and every path's dot products equal the
@@ -522,48 +452,6 @@ mod tests {
             },
         );
     }
-    /// The f32-activation kernel equals the codec's decoded rows times x, on every path.
-    #[test]
-    fn w4a16_matches_decoded_rows() {
-        let mut rng = Rng(23);
-        each_q4_case(
-            &mut rng,
-            &[(16, 64), (48, 896), (32, 384)],
-            |rng, rows, cols, block, sym, bytes| {
-                let w = Q4Matrix::from_bytes(bytes, rows, cols, block, sym);
-                let p = PackedQ4::pack(&w).unwrap();
-                for n in [1, 3, 4, 7] {
-                    let x = rng.vec(n * cols, 2.0);
-                    let sums = block_sums(&x, block);
-                    let first = if rows > GROUP { GROUP } else { 0 };
-                    let count = rows - first;
-                    let mut want = vec![0.0f64; n * count];
-                    let mut row = vec![0.0; cols];
-                    for i in 0..count {
-                        p.row(first + i, &mut row);
-                        for t in 0..n {
-                            want[t * count + i] = row
-                                .iter()
-                                .zip(&x[t * cols..])
-                                .map(|(a, b)| *a as f64 * *b as f64)
-                                .sum();
-                        }
-                    }
-                    for isa in crate::kernels::available() {
-                        let mut got = vec![0.0; n * count];
-                        dot_rows_f32(isa, &p, first, count, &x, &sums, &mut got);
-                        for (j, (g, e)) in got.iter().zip(&want).enumerate() {
-                            assert!(
-                                (*g as f64 - e).abs() <= 2e-5 * (1.0 + e.abs()),
-                                "{isa:?} {rows}x{cols} b{block} sym={sym} n={n} #{j}: {g} vs {e}"
-                            );
-                        }
-                    }
-                }
-            },
-        );
-    }
-
     /// A GGUF's 4-, 5- and 6-bit types packed from their codes (`gguf::codes`): rows decode
     /// bit for bit to ggml's own dequantization (the carry-over is lossless), and on every
     /// instruction set both kernels equal their scalar twins, which equal the decoded rows.

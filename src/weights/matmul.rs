@@ -6,7 +6,7 @@ use super::bands::{band_rows, par_rows, rayon_bands};
 use super::{IntKernel, Matrix};
 use crate::kernels::dense::{self as dense_kernel, DenseMatrix};
 use crate::kernels::q4_packed::{self, PackedQ4};
-use crate::kernels::{self, act::QuantActs};
+use crate::kernels::{self, act::QuantActs, w4a16};
 use rayon::prelude::*;
 
 impl Matrix {
@@ -24,9 +24,9 @@ impl Matrix {
         }
         if let Some(p) = self.w4a16_kernel() {
             let cpu = self.config.cpu;
-            let sums = q4_packed::block_sums(x, p.block);
+            let sums = w4a16::block_sums(x, p.block);
             return par_rows(y, self.cols, q4_packed::GROUP, |first, ys| {
-                q4_packed::dot_rows_f32(cpu, p, first, ys.len(), x, &sums, ys)
+                w4a16::dot_rows_f32(cpu, p, first, ys.len(), x, &sums, ys)
             });
         }
         if let Some(d) = self.dense_kernel() {
@@ -156,8 +156,8 @@ impl Matrix {
                         k.dot_rows_tokens(cpu, 0, m.rows, &quantized[at].1, out);
                     }
                     BatchKernel::W4A16(p) => {
-                        let sums = q4_packed::block_sums(xc, p.block);
-                        q4_packed::dot_rows_f32(cpu, p, 0, m.rows, xc, &sums, out)
+                        let sums = w4a16::block_sums(xc, p.block);
+                        w4a16::dot_rows_f32(cpu, p, 0, m.rows, xc, &sums, out)
                     }
                     BatchKernel::Dense(d) => {
                         dense_kernel::rows_tokens(cpu, d, 0, m.rows, xc, nt, out)
@@ -173,9 +173,9 @@ impl Matrix {
             return self.matmul_int8(&k, x, n, y);
         }
         if let Some(p) = self.w4a16_kernel() {
-            let (cpu, sums) = (self.config.cpu, q4_packed::block_sums(x, p.block));
+            let (cpu, sums) = (self.config.cpu, w4a16::block_sums(x, p.block));
             let f = |first, count, part: &mut [f32]| {
-                q4_packed::dot_rows_f32(cpu, p, first, count, x, &sums, part)
+                w4a16::dot_rows_f32(cpu, p, first, count, x, &sums, part)
             };
             return if n <= SMALL_BATCH {
                 self.pool_bands(n, y, q4_packed::GROUP, f)

@@ -12,7 +12,7 @@
 //! parameters ([`CodeForm::wide`]); the others keep their f16 ones. The test below checks
 //! that the form reproduces [`super::ggml::dequantize`] bit for bit on random blocks.
 
-use super::ggml::{h, GgmlType};
+use super::ggml::{h, scale_min_k4, GgmlType};
 
 /// How one ggml type's blocks map onto codes and parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,18 +152,6 @@ pub fn unpack(ty: GgmlType, data: &[u8], codes: &mut [u8], scale: &mut [f32], ze
 #[inline]
 pub fn decode(code: u8, offset: u8, scale: f32, zero: f32) -> f32 {
     (code as f32 - offset as f32) * scale + zero
-}
-
-/// The 6-bit scale and min of sub-block `j` in a K-quant's 12 packed scale bytes.
-pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        (
-            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
-        )
-    }
 }
 
 /// Pseudo-random blocks of `ty` whose f16 fields are finite, of either sign, zeros included:

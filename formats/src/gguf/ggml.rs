@@ -174,8 +174,8 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
                 let (mut u1, mut u2) = (1u8, 2u8);
                 let mut is = 0;
                 for j in (0..256).step_by(64) {
-                    let (sc1, m1) = super::codes::scale_min_k4(is, scales);
-                    let (sc2, m2) = super::codes::scale_min_k4(is + 1, scales);
+                    let (sc1, m1) = scale_min_k4(is, scales);
+                    let (sc2, m2) = scale_min_k4(is + 1, scales);
                     let (d1, m1) = (d * sc1 as f32, dmin * m1 as f32);
                     let (d2, m2) = (d * sc2 as f32, dmin * m2 as f32);
                     for l in 0..32 {
@@ -211,5 +211,17 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
             }
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => unreachable!("handled above"),
         }
+    }
+}
+
+/// The 6-bit scale and min of sub-block `j` in a K-quant's 12 packed scale bytes.
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
     }
 }

@@ -7,6 +7,7 @@
 //! package can later be written by copying.
 
 pub mod dense;
+pub mod params;
 pub mod q4;
 pub mod q8;
 pub mod qat;

@@ -2,7 +2,7 @@
 //! them "fake-quantized" in bf16/f16/f32). For such a block we find f16 parameters under which
 //! every value decodes back to itself bit for bit, so storing it as Q4 loses nothing.
 
-use super::q4::BlockParams;
+use super::params::BlockParams;
 use half::f16;
 
 /// Up to 16 distinct values of the block (in first-seen order), or `None` if it has more —

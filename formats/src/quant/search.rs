@@ -7,7 +7,7 @@
 //! keeps the candidate with the lowest squared error — so the error it minimises is the error
 //! of the bytes actually written.
 
-use super::q4::BlockParams;
+use super::params::BlockParams;
 use half::f16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

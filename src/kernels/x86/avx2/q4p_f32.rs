@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; the arguments were checked by
-/// `q4_packed::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
+/// `w4a16::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
 /// same number of tokens).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_rows(

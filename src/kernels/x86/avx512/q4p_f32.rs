@@ -12,7 +12,7 @@ const TOKENS: usize = 4;
 
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL, F16C and FMA; the arguments were checked by
-/// `q4_packed::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
+/// `w4a16::dot_rows_f32` (row range in whole groups, `x`, `sums` and `out` sized for the
 /// same number of tokens).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 pub(crate) unsafe fn dot_rows(
