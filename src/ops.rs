@@ -26,14 +26,11 @@ pub fn silu_mul(cpu: crate::kernels::Cpu, gate: &mut [f32], up: &[f32]) {
     crate::kernels::silu::silu_mul(cpu, gate, up)
 }
 
-/// Gemma's gate: `gelu_tanh(gate) * up` into `gate`, with GELU's tanh approximation
-/// `x/2 · (1 + tanh(√(2/π)(x + 0.044715x³)))` (transformers' `gelu_pytorch_tanh`).
-pub fn gelu_tanh_mul(gate: &mut [f32], up: &[f32]) {
-    const K: f32 = 0.797_884_6; // √(2/π)
-    for (g, &u) in gate.iter_mut().zip(up) {
-        let x = *g;
-        *g = 0.5 * x * (1.0 + (K * (x + 0.044715 * x * x * x)).tanh()) * u;
-    }
+/// Gemma's gate: `gelu_tanh(gate) * up` into `gate`, GELU's tanh approximation
+/// `x/2 · (1 + tanh(√(2/π)(x + 0.044715x³)))` (transformers' `gelu_pytorch_tanh`), computed as
+/// `x · σ(2v)` (`kernels::gelu`; within 2e-6 of the tanh form).
+pub fn gelu_tanh_mul(cpu: crate::kernels::Cpu, gate: &mut [f32], up: &[f32]) {
+    crate::kernels::gelu::gelu_tanh_mul(cpu, gate, up)
 }
 
 /// Numerically stable softmax in place.

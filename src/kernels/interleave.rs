@@ -11,10 +11,30 @@ pub const GROUP: usize = pocket_formats::quant::rows16::GROUP;
 /// straight from a `.pocket` file that stores the `rows16` layout (no copy, no load work).
 pub enum PackedBytes {
     Owned(Vec<u8>),
+    /// A packed copy in huge-page memory (see [`PackedBytes::zeroed`]).
+    Anon(pocket_formats::bytes::ArenaBytes),
     Mapped(pocket_formats::bytes::ByteView),
 }
 
 impl PackedBytes {
+    /// `len` zero bytes to pack into, in huge-page memory (`ArenaBytes`); a `Vec` only if the
+    /// system refuses the mapping.
+    pub fn zeroed(len: usize) -> PackedBytes {
+        match pocket_formats::bytes::ArenaBytes::zeroed(len) {
+            Ok(b) => PackedBytes::Anon(b),
+            Err(_) => PackedBytes::Owned(vec![0u8; len]),
+        }
+    }
+
+    /// The bytes to fill (a packed copy; mapped bytes are read-only).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            PackedBytes::Owned(v) => v,
+            PackedBytes::Anon(b) => b,
+            PackedBytes::Mapped(_) => panic!("mapped packed bytes are read-only"),
+        }
+    }
+
     /// Mapped bytes of a `[rows, cols]` `dtype` matrix stored in the `rows16` layout; `None`
     /// when the layout does not take that type and shape or the length is not its size.
     pub fn mapped(
@@ -34,6 +54,7 @@ impl std::ops::Deref for PackedBytes {
     fn deref(&self) -> &[u8] {
         match self {
             PackedBytes::Owned(v) => v,
+            PackedBytes::Anon(b) => b,
             PackedBytes::Mapped(m) => m.as_slice(),
         }
     }

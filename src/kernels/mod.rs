@@ -14,6 +14,7 @@ pub mod act;
 pub mod attn;
 pub mod dense;
 pub mod f32_tile;
+pub mod gelu;
 pub mod interleave;
 pub mod pool;
 pub mod q4;

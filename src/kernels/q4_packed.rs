@@ -91,10 +91,11 @@ impl PackedQ4 {
             form: Form::POCKET,
         };
         let (nb, dw, pb) = (p.blocks(), p.block / 8, if w.sym { 2 } else { 4 });
-        let mut data = vec![0u8; p.rows / GROUP * nb * p.record()];
+        let mut data = PackedBytes::zeroed(p.rows / GROUP * nb * p.record());
         use rayon::prelude::*;
         let cpu = super::Cpu::detect(); // packing gives the same bytes on every ISA
-        data.par_chunks_exact_mut(nb * p.record())
+        data.as_mut_slice()
+            .par_chunks_exact_mut(nb * p.record())
             .enumerate()
             .for_each(|(g, grp)| {
                 for (b, rec) in grp.chunks_exact_mut(p.record()).enumerate() {
@@ -114,10 +115,7 @@ impl PackedQ4 {
                     }
                 }
             });
-        Some(PackedQ4 {
-            data: PackedBytes::Owned(data),
-            ..p
-        })
+        Some(PackedQ4 { data, ..p })
     }
 
     /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.
@@ -172,9 +170,10 @@ impl PackedQ4 {
             form,
         };
         let (nb, rec, vw) = (p.blocks(), p.record(), block / 8);
-        let mut data = vec![0u8; rows / GROUP * nb * rec];
+        let mut data = PackedBytes::zeroed(rows / GROUP * nb * rec);
         use rayon::prelude::*;
-        data.par_chunks_exact_mut(nb * rec)
+        data.as_mut_slice()
+            .par_chunks_exact_mut(nb * rec)
             .enumerate()
             .for_each(|(g, grp)| {
                 let mut codes = vec![0u8; cols];
@@ -218,10 +217,7 @@ impl PackedQ4 {
                     }
                 }
             });
-        Some(PackedQ4 {
-            data: PackedBytes::Owned(data),
-            ..p
-        })
+        Some(PackedQ4 { data, ..p })
     }
 
     pub fn blocks(&self) -> usize {

@@ -40,10 +40,11 @@ impl PackedQ8 {
         };
         let (nb, dw, rec) = (p.blocks(), p.block / 4, p.record());
         debug_assert_eq!(dw * 4, p.block);
-        let mut data = vec![0u8; p.rows / GROUP * nb * rec];
+        let mut data = PackedBytes::zeroed(p.rows / GROUP * nb * rec);
         use rayon::prelude::*;
         let cpu = super::Cpu::detect(); // packing gives the same bytes on every ISA
-        data.par_chunks_exact_mut(nb * rec)
+        data.as_mut_slice()
+            .par_chunks_exact_mut(nb * rec)
             .enumerate()
             .for_each(|(g, grp)| {
                 for (b, rec) in grp.chunks_exact_mut(rec).enumerate() {
@@ -56,10 +57,7 @@ impl PackedQ8 {
                     }
                 }
             });
-        Some(PackedQ8 {
-            data: PackedBytes::Owned(data),
-            ..p
-        })
+        Some(PackedQ8 { data, ..p })
     }
 
     /// Packs a matrix given row by row: `unpack(r, codes, scales)` fills logical row `r`'s
@@ -86,10 +84,11 @@ impl PackedQ8 {
             block,
         };
         let (nb, dw, rec) = (p.blocks(), block / 4, p.record());
-        let mut data = vec![0u8; rows / GROUP * nb * rec];
+        let mut data = PackedBytes::zeroed(rows / GROUP * nb * rec);
         use rayon::prelude::*;
         let cpu = super::Cpu::detect(); // packing gives the same bytes on every ISA
-        data.par_chunks_exact_mut(nb * rec)
+        data.as_mut_slice()
+            .par_chunks_exact_mut(nb * rec)
             .enumerate()
             .for_each(|(g, grp)| {
                 let (mut codes, mut scales) = (vec![0u8; GROUP * cols], vec![0u8; GROUP * nb * 2]);
@@ -108,10 +107,7 @@ impl PackedQ8 {
                     }
                 }
             });
-        Some(PackedQ8 {
-            data: PackedBytes::Owned(data),
-            ..p
-        })
+        Some(PackedQ8 { data, ..p })
     }
 
     /// A matrix stored in this layout (a `.pocket` tensor in `rows16`), used in place.

@@ -213,7 +213,7 @@ impl Model {
     fn gate_act(&self, gate: &mut [f32], up: &[f32]) {
         match self.spec.activation {
             Activation::Silu => silu_mul(self.config.cpu, gate, up),
-            Activation::GeluTanh => gelu_tanh_mul(gate, up),
+            Activation::GeluTanh => gelu_tanh_mul(self.config.cpu, gate, up),
         }
     }
 }

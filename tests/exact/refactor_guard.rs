@@ -11,8 +11,9 @@
 //! ```
 //!
 //! Inputs: the tiny fixtures as HF checkpoints, their `.pocket` exports (Q4 block 64, Q8) and
-//! GGUF exports (f16, q8_0, q4_0, q4_1), plus the demo's SmolLM2 GGUF, Qwen2.5-Coder and the
-//! MNN-shape checkpoint when they are under `models/`. For each, on every ISA the CPU has and
+//! GGUF exports (f16, q8_0, q4_0, q4_1), plus the demo's SmolLM2 GGUF, Qwen2.5-Coder, Gemma 3
+//! 270M and the MNN-shape checkpoint (and its `models/bench/q4.pocket`) when they are under
+//! `models/`. For each, on every ISA the CPU has and
 //! both activation paths: the batched forward's logits at every position, and eight greedy
 //! decode steps (their logits and tokens). A digest is the sha256 of the f32 bits.
 //!
@@ -149,6 +150,10 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
             "qwen-coder/q4_k_m.gguf",
             "models/download/qwen2.5-coder-0.5b-instruct/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         ),
+        (
+            "gemma3/q4_k_m.gguf",
+            "models/download/gemma3/gemma-3-270m-q4_k_m.gguf",
+        ),
         ("mnn-shape/hf", "models/mnn-pocket-shape"),
         ("mnn-shape/q4.pocket", "models/bench/q4.pocket"),
     ] {
@@ -169,8 +174,9 @@ fn refactor_guard() {
         panic!("set POCKET_GUARD=record:FILE or check:FILE");
     };
     let (check, file) = match mode.split_once(':') {
-        Some(("record", f)) => (false, PathBuf::from(f)),
-        Some(("check", f)) => (true, PathBuf::from(f)),
+        // Relative to the checkout (cargo runs the tests in cmd/).
+        Some(("record", f)) => (false, root().join(f)),
+        Some(("check", f)) => (true, root().join(f)),
         _ => panic!("POCKET_GUARD={mode}: expected record:FILE or check:FILE"),
     };
     let tmp = tempfile::tempdir().unwrap();

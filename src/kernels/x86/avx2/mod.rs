@@ -2,6 +2,7 @@
 
 pub(crate) mod act;
 pub(crate) mod attn;
+pub(crate) mod gelu;
 pub(crate) mod q4;
 pub(crate) mod q4p;
 pub(crate) mod q4p_f32;

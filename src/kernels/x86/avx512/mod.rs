@@ -3,6 +3,7 @@
 pub(crate) mod act;
 pub(crate) mod attn;
 pub(crate) mod dense;
+pub(crate) mod gelu;
 pub(crate) mod interleave;
 pub(crate) mod q4;
 pub(crate) mod q4p;
