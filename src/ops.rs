@@ -20,17 +20,16 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     }
 }
 
-/// SwiGLU's gate: `silu(gate) * up`, written into `gate` (`kernels::silu`, whose scalar
-/// twin `g / (1 + exp(−g)) · u` is the definition; its `exp` is within 2 ulp of libm's).
-pub fn silu_mul(cpu: crate::kernels::Cpu, gate: &mut [f32], up: &[f32]) {
-    crate::kernels::silu::silu_mul(cpu, gate, up)
-}
-
-/// Gemma's gate: `gelu_tanh(gate) * up` into `gate`, GELU's tanh approximation
-/// `x/2 · (1 + tanh(√(2/π)(x + 0.044715x³)))` (transformers' `gelu_pytorch_tanh`), computed as
-/// `x · σ(2v)` (`kernels::gelu`; within 2e-6 of the tanh form).
-pub fn gelu_tanh_mul(cpu: crate::kernels::Cpu, gate: &mut [f32], up: &[f32]) {
-    crate::kernels::gelu::gelu_tanh_mul(cpu, gate, up)
+/// The MLP's gate activation times `up`, into `gate`: SwiGLU's `silu(gate) · up` or Gemma's
+/// `gelu_tanh(gate) · up` (GELU's tanh approximation, transformers' `gelu_pytorch_tanh`), both
+/// as `g / (1 + e^{a(g)}) · u` (`kernels::gate`; within 2e-6 of the textbook forms).
+pub fn gate_mul(
+    cpu: crate::kernels::Cpu,
+    act: crate::kernels::gate::Gate,
+    gate: &mut [f32],
+    up: &[f32],
+) {
+    crate::kernels::gate::gate_mul(cpu, act, gate, up)
 }
 
 /// Numerically stable softmax in place.

@@ -14,14 +14,13 @@ pub mod act;
 pub mod attn;
 pub mod dense;
 pub mod f32_tile;
-pub mod gelu;
+pub mod gate;
 pub mod interleave;
 pub mod pool;
 pub mod q4;
 pub mod q4_packed;
 pub mod q8;
 pub mod q8_packed;
-pub mod silu;
 pub mod w4a16;
 #[cfg(target_arch = "x86_64")]
 mod x86;

@@ -12,8 +12,9 @@ pub use linear::{Linear, Observer, Site};
 pub use state::State;
 
 use crate::config::EngineConfig;
+use crate::kernels::gate::Gate;
 use crate::kv_cache::{KvCache, KvPrecision};
-use crate::ops::{gelu_tanh_mul, rms_norm_in_place, silu_mul};
+use crate::ops::{gate_mul, rms_norm_in_place};
 use crate::rope::Rope;
 use crate::weights::Matrix;
 use crate::Error;
@@ -212,8 +213,8 @@ impl Model {
     /// The MLP's gate activation times `up`, into `gate`.
     fn gate_act(&self, gate: &mut [f32], up: &[f32]) {
         match self.spec.activation {
-            Activation::Silu => silu_mul(self.config.cpu, gate, up),
-            Activation::GeluTanh => gelu_tanh_mul(self.config.cpu, gate, up),
+            Activation::Silu => gate_mul(self.config.cpu, Gate::Silu, gate, up),
+            Activation::GeluTanh => gate_mul(self.config.cpu, Gate::GeluTanh, gate, up),
         }
     }
 }

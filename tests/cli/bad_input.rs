@@ -581,17 +581,12 @@ fn cases(dir: &Path) -> Vec<Case> {
     // --- .pocket ---
     let p = "pocket";
     let good_pocket = dir.join("good.pocket");
-    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(["export", tiny("qwen3-tiny").to_str().unwrap(), "-o"])
-        .arg(&good_pocket)
-        .args(["--calib", "none", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (src, dest) = (
+        tiny("qwen3-tiny"),
+        good_pocket.to_str().unwrap().to_string(),
     );
+    let src = src.to_str().unwrap();
+    crate::common::pocket_ok(&["export", src, "-o", &dest, "--calib", "none", "--json"]);
     let good = std::fs::read(&good_pocket).unwrap();
     let mut b = good.clone();
     b[0] = b'Q';

@@ -388,15 +388,8 @@ fn first_run_errors_say_what_pocket_reads() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let mnn = tmp.path().join("mnn");
-    let o = pocket(&[
-        "export",
-        q4.to_str().unwrap(),
-        "--format",
-        "mnn",
-        "-o",
-        mnn.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (q4s, mnns) = (q4.to_str().unwrap(), mnn.to_str().unwrap());
+    crate::common::pocket_ok(&["export", q4s, "--format", "mnn", "-o", mnns]);
     assert_clean_error(&mnn, &["an MNN package", "llm_demo"]);
     // Export into a missing folder: the file once, the folder once.
     let out = tmp.path().join("no/such/dir/x.pocket");

@@ -175,6 +175,27 @@ pub fn greedy_case(
     (got, want, m.tokenizer.decode(&g.tokens, true))
 }
 
+/// Runs the `pocket` binary in `dir` and insists that it succeeds, naming the arguments and
+/// its stderr when it does not.
+pub fn pocket_ok_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run pocket");
+    assert!(
+        o.status.success(),
+        "pocket {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// [`pocket_ok_in`] from the checkout's root.
+pub fn pocket_ok(args: &[&str]) -> std::process::Output {
+    pocket_ok_in(&root(), args)
+}
+
 /// Runs the `pocket` binary.
 pub fn pocket(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))

@@ -12,15 +12,7 @@ use crate::common;
 use common::root;
 
 fn pocket(args: &[&str]) -> Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = crate::common::pocket_ok(args);
     serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
 }
 

@@ -203,17 +203,8 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
     ] {
         let src = root().join("fixtures/gguf").join(file);
         let out = tmp.path().join(format!("{file}.pocket"));
-        let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
-            .args([
-                "export",
-                src.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--json",
-            ])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (srcs, outs) = (src.to_str().unwrap(), out.to_str().unwrap());
+        let o = crate::common::pocket_ok(&["export", srcs, "-o", outs, "--json"]);
         let report: Value = serde_json::from_slice(&o.stdout).unwrap();
         let g = ModelFile::open(&src).unwrap();
         let p = crate::common::open_exact(&out).unwrap();

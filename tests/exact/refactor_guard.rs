@@ -22,7 +22,7 @@
 //! missing). Exports run from the checkout's root with relative sources, so a clone anywhere
 //! gives the same bytes.
 
-use crate::common::{pocket, root};
+use crate::common::root;
 use pocket::config::{Activations, Cpu, EngineConfig, KvPrecision};
 use pocket::model::Logits;
 use sha2::{Digest, Sha256};
@@ -113,32 +113,16 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
             let file = dir.join(format!("{fixture}-{name}"));
             let mut args = vec!["export", rel.as_str(), "-o", file.to_str().unwrap()];
             args.extend_from_slice(extra);
-            let o = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
-                .args(&args)
-                .current_dir(root())
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
+            crate::common::pocket_ok(&args);
             record.insert(format!("export {fixture}/{name}"), digest_file(&file));
             out.push((format!("{fixture}/{name}"), file));
         }
         if fixture != "gemma3-tiny" {
             let mnn = dir.join(format!("{fixture}-mnn"));
             let q4 = dir.join(format!("{fixture}-q4.pocket"));
-            let o = pocket(&[
-                "export",
-                q4.to_str().unwrap(),
-                "--format",
-                "mnn",
-                "-o",
-                mnn.to_str().unwrap(),
-            ]);
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            record.insert(format!("export {fixture}/mnn"), digest_file(&mnn));
+            let (q4, mnn) = (q4.to_str().unwrap(), mnn.to_str().unwrap());
+            crate::common::pocket_ok(&["export", q4, "--format", "mnn", "-o", mnn]);
+            record.insert(format!("export {fixture}/mnn"), digest_file(Path::new(mnn)));
         }
     }
     for (name, rel) in [

@@ -2,10 +2,9 @@
 
 pub(crate) mod act;
 pub(crate) mod attn;
-pub(crate) mod gelu;
+pub(crate) mod gate;
 pub(crate) mod q4;
 pub(crate) mod q4p;
 pub(crate) mod q4p_f32;
 pub(crate) mod q8;
 pub(crate) mod q8p;
-pub(crate) mod silu;
