@@ -99,7 +99,7 @@ fn sigkill_during_export_never_leaves_a_partial_file() {
     std::fs::create_dir(&outdir).unwrap();
     let dest = outdir.join("m.pocket");
     let export = || {
-        Command::new(env!("CARGO_BIN_EXE_pocket"))
+        crate::common::pocket_command()
             .args([
                 "export",
                 src.to_str().unwrap(),
@@ -184,7 +184,7 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing() {
     // with EFBIG, as on a full disk (SIGXFSZ ignored so the write returns the error).
     let script = format!(
         "trap '' XFSZ; ulimit -f 40; exec '{}' export '{}' -o '{}' --quant f32",
-        env!("CARGO_BIN_EXE_pocket"),
+        crate::common::pocket_argv().join("' '"),
         tiny("qwen3-tiny").display(),
         dest.display()
     );

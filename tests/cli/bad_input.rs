@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use crate::common;
 use common::{root, tiny};
@@ -811,7 +811,7 @@ fn every_bad_input_fails_cleanly() {
         String::from("| input | case | command | exit | message |\n|---|---|---|---|---|\n");
     let mut failures = Vec::new();
     for c in &cases {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pocket"));
+        let mut cmd = crate::common::pocket_command();
         cmd.args(&c.args)
             .stdin(if c.stdin.is_some() {
                 Stdio::piped()

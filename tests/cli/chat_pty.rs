@@ -7,7 +7,6 @@
 use expectrl::process::unix::WaitStatus;
 use expectrl::{ControlCode, Eof, Expect, Regex, Session};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
@@ -23,7 +22,7 @@ struct Screen {
 impl Screen {
     /// `pocket run ARGS` in a terminal, with its default history under `state_home`.
     fn start(args: &[&str], state_home: &Path) -> Screen {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pocket"));
+        let mut cmd = crate::common::pocket_command();
         cmd.arg("run")
             .args(args)
             .env("TERM", "xterm-256color")
@@ -291,7 +290,7 @@ fn an_answer_cut_inside_a_character_ends_on_a_whole_one() {
     let message = "Hello there";
     // The greedy answer's tokens (the one-shot prompt is the chat's first prompt), and the
     // first length at which decoding them would end in an incomplete character.
-    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let out = crate::common::pocket_command()
         .args(["run", model.to_str().unwrap(), "-p", message, "--temp", "0"])
         .args(["-n", "60", "--json"])
         .output()

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common;
 use common::{pocket, tiny as fixture};
@@ -119,7 +118,7 @@ fn run_json_matches_transformers_greedy_tokens() {
 fn seeded_sampling_reproduces_and_stdin_is_a_prompt() {
     let dir = fixture("qwen2-tiny");
     let run = |seed: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        let out = crate::common::pocket_command()
             .args([
                 "run",
                 dir.to_str().unwrap(),
@@ -280,7 +279,7 @@ fn not_a_model_and_missing_tokenizer() {
 #[test]
 fn a_closed_stdout_is_not_a_crash() {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let mut child = crate::common::pocket_command()
         .args([
             "inspect",
             fixture("llama-tiny").to_str().unwrap(),

@@ -405,7 +405,7 @@ fn bad_data_is_a_one_line_error_naming_file_and_line() {
 
 #[test]
 fn an_eval_killed_at_any_point_resumes_to_the_same_scores() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("gsm8k.jsonl");
     let model = tiny("qwen2-tiny");
@@ -445,7 +445,7 @@ fn an_eval_killed_at_any_point_resumes_to_the_same_scores() {
     // a random-ish moment mid-item; then resume.
     let mut killed_running = 0;
     for k in [0, 1, 3, 5, n - 1] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+        let mut child = crate::common::pocket_command()
             .args(args(Some(&out)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -8,7 +8,7 @@ use crate::common;
 mod inputs;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 fn inputs_of(target: &str) -> Vec<PathBuf> {
     let mut v = Vec::new();
@@ -24,7 +24,7 @@ fn inputs_of(target: &str) -> Vec<PathBuf> {
 
 /// Runs `pocket ARGS`; returns a complaint if it panicked or failed badly.
 fn check(args: &[&str], what: &Path) -> Option<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let out = crate::common::pocket_command()
         .args(args)
         .stdin(Stdio::null())
         .output()

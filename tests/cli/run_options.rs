@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 fn fixture(name: &str) -> String {
     crate::common::root()
@@ -14,7 +14,7 @@ fn fixture(name: &str) -> String {
 }
 
 fn pocket(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pocket"))
+    crate::common::pocket_command()
         .args(args)
         .output()
         .expect("run pocket")
@@ -153,7 +153,7 @@ fn json_fields_are_unchanged() {
 #[test]
 fn stdin_is_the_prompt_and_bad_options_are_usage_errors() {
     let model = fixture("qwen3-tiny");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let mut child = crate::common::pocket_command()
         .args(["run", &model, "--json", "-n", "3", "--temp", "0"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -175,10 +175,38 @@ pub fn greedy_case(
     (got, want, m.tokenizer.decode(&g.tokens, true))
 }
 
+/// The words that start the `pocket` binary: the binary itself, or, when Cargo runs the tests
+/// through a runner (`CARGO_TARGET_<TRIPLE>_RUNNER`, e.g. `qemu-aarch64 -L /` for a cross-built
+/// suite, where the host may have no binfmt_misc to run a foreign ELF), the runner's words
+/// first, so the spawned binary runs where the test binary runs.
+pub fn pocket_argv() -> Vec<String> {
+    let bin = env!("CARGO_BIN_EXE_pocket").to_string();
+    let var = format!(
+        "CARGO_TARGET_{}_UNKNOWN_{}_GNU_RUNNER",
+        std::env::consts::ARCH.to_uppercase(),
+        std::env::consts::OS.to_uppercase()
+    );
+    let mut argv: Vec<String> = std::env::var(var)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    argv.push(bin);
+    argv
+}
+
+/// A `Command` for the `pocket` binary ([`pocket_argv`]).
+pub fn pocket_command() -> std::process::Command {
+    let argv = pocket_argv();
+    let mut c = std::process::Command::new(&argv[0]);
+    c.args(&argv[1..]);
+    c
+}
+
 /// Runs the `pocket` binary in `dir` and insists that it succeeds, naming the arguments and
 /// its stderr when it does not.
 pub fn pocket_ok_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let o = pocket_command()
         .args(args)
         .current_dir(dir)
         .output()
@@ -198,10 +226,7 @@ pub fn pocket_ok(args: &[&str]) -> std::process::Output {
 
 /// Runs the `pocket` binary.
 pub fn pocket(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
-        .args(args)
-        .output()
-        .expect("run pocket")
+    pocket_command().args(args).output().expect("run pocket")
 }
 
 /// A tiny random checkpoint in fixtures/tiny.

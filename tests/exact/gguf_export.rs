@@ -6,8 +6,6 @@ use pocket::loader::ModelFile;
 use pocket_formats::gguf::{GgmlType, GgufFile};
 use serde_json::Value;
 
-use std::process::Command;
-
 use crate::common;
 use common::root;
 
@@ -184,7 +182,7 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
     let tmp = tempfile::tempdir().unwrap();
     let src = root().join("fixtures/tiny/gemma3-tiny");
     let out = tmp.path().join("refused.gguf");
-    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let o = crate::common::pocket_command()
         .args(["export", src.to_str().unwrap(), "-o", out.to_str().unwrap()])
         .args(["--format", "gguf", "--quant", "f32"])
         .output()

@@ -8,7 +8,6 @@ use pocket::weights::Matrix;
 use pocket_formats::gguf::GgufFile;
 use pocket_formats::hf::SafetensorsFile;
 use serde_json::Value;
-use std::process::Command;
 
 use crate::common;
 use common::{ids, max_logit_error, root};
@@ -98,7 +97,7 @@ fn q8_0_file_runs_close_to_f32() {
 }
 
 fn pocket_err(path: &std::path::Path) -> (Option<i32>, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let o = crate::common::pocket_command()
         .args(["inspect", path.to_str().unwrap()])
         .output()
         .unwrap();

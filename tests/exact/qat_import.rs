@@ -6,7 +6,6 @@ use pocket::loader::{LoadedModel, ModelFile};
 use pocket_formats::hf::SafetensorsFile;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
 
 use crate::common;
 use common::{max_logit_error, quantize as import};
@@ -171,7 +170,7 @@ fn compressed_tensors_import_keeps_every_integer() {
 
 #[test]
 fn compressed_tensors_directory_is_not_run_directly() {
-    let o = Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let o = crate::common::pocket_command()
         .args(["run", fixture("ct-sym-g64").to_str().unwrap(), "-p", "hi"])
         .output()
         .unwrap();

@@ -186,7 +186,7 @@ fn gemma3_gguf_export_keeps_the_tokenizer() {
         .unwrap_or_else(|| root().join("models/gemma3-270m"));
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("gemma3-q8_0.gguf");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_pocket"))
+    let o = crate::common::pocket_command()
         .args(["export", dir.to_str().unwrap(), "-o", out.to_str().unwrap()])
         .args(["--format", "gguf", "--quant", "q8_0"])
         .output()
