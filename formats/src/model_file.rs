@@ -216,13 +216,14 @@ impl ModelFile {
         Ok(match self {
             ModelFile::Hf { ckpt: h, .. } => {
                 let t = h.tensor(name)?;
+                let file = h.file_of(name).unwrap_or(&h.dir).to_path_buf();
                 let q = match t.dtype {
                     DType::F32 => QuantType::F32,
                     DType::F16 => QuantType::F16,
                     DType::BF16 => QuantType::BF16,
                     DType::Other(ref d) => {
                         return Err(FormatError::BadTensor {
-                            path: h.file_of(name).unwrap_or(&h.dir).to_path_buf(),
+                            path: file,
                             name: name.into(),
                             reason: format!("dtype {d}; weights must be F32, F16 or BF16"),
                         })
@@ -236,7 +237,7 @@ impl ModelFile {
                     bytes: t.view().clone(),
                     row_map: None,
                     shift: 0.0,
-                    file: h.file_of(name).unwrap_or(&h.dir).to_path_buf(),
+                    file,
                 }
             }
             ModelFile::Pocket(p) => {

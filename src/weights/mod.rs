@@ -192,10 +192,7 @@ impl Matrix {
         row_map: Option<Vec<u32>>,
         config: EngineConfig,
     ) -> Result<Matrix, Error> {
-        let ok = ty
-            .bytes_for(cols as u64)
-            .and_then(|b| b.checked_mul(rows as u64))
-            == Some(data.len() as u64)
+        let ok = Encoding::Ggml(ty).byte_size(rows, cols) == Some(data.len())
             && row_map
                 .as_ref()
                 .is_none_or(|m| m.len() == rows && m.iter().all(|&r| (r as usize) < rows));
