@@ -15,16 +15,31 @@ pub fn set_activations_flag(a: Activations) {
 }
 
 /// The configuration models load with:
-/// - `POCKET_ISA=scalar|avx2|avx512` caps the kernels (never above what the CPU has);
+/// - `POCKET_ISA=scalar|avx2|avx512` (x86-64) or `scalar|neon|dotprod|i8mm` (aarch64) caps the
+///   kernels (never above what the CPU has);
 /// - `--activations` or `POCKET_ACT=int8|f32` picks the activation precision;
 /// - `POCKET_KV=f16|f32` the cache, which defaults to f32 on the exact (f32) path.
 pub fn engine_config() -> Result<EngineConfig> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let mut c = EngineConfig::fast();
     if let Some(v) = var("POCKET_ISA") {
+        let native = Isa::native();
+        let names = || {
+            native
+                .iter()
+                .map(|i| i.name().trim_start_matches("aarch64-"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         match Isa::parse(&v) {
-            Some(isa) => c = c.capped(isa),
-            None => bail!("POCKET_ISA={v}: expected scalar, avx2 or avx512"),
+            Some(isa) if native.contains(&isa) => c = c.capped(isa),
+            Some(isa) => bail!(
+                "POCKET_ISA={v}: {} is not an instruction set of this build's CPU \
+                 architecture; expected one of {}",
+                isa.name(),
+                names()
+            ),
+            None => bail!("POCKET_ISA={v}: expected one of {}", names()),
         }
     }
     let acts = match (ACTIVATIONS_FLAG.get(), var("POCKET_ACT").as_deref()) {

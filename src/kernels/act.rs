@@ -66,7 +66,23 @@ impl QuantActs {
         } else {
             quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        if cpu.has(super::Isa::Neon) && block % 16 == 0 {
+            // SAFETY: NEON is present (the `Cpu` token proves it); `block % 16 == 0`, `q` has
+            // x.len() entries and the per-block arrays nb + PAD.
+            unsafe {
+                super::aarch64::act::quantize(
+                    x,
+                    block,
+                    &mut self.q,
+                    &mut self.scale,
+                    &mut self.scaled_sum,
+                )
+            };
+        } else {
+            quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
         if chunk > 0 {
             self.perm.resize(x.len(), 0);
@@ -82,6 +98,13 @@ impl QuantActs {
                 // SAFETY: AVX2 is present (the `Cpu` token proves it); `q` and `perm` have the same
                 // length, a multiple of 8.
                 unsafe { super::x86::avx2::act::perm8(&self.q, &mut self.perm) };
+                return;
+            }
+            #[cfg(target_arch = "aarch64")]
+            if chunk == 8 && cpu.has(super::Isa::Neon) {
+                // SAFETY: NEON is present (the `Cpu` token proves it); `q` and `perm` have the
+                // same length, a multiple of 8.
+                unsafe { super::aarch64::act::perm8(&self.q, &mut self.perm) };
                 return;
             }
             let mut start = 0;

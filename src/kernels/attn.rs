@@ -103,6 +103,12 @@ pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
             // SAFETY: as above, for AVX2, FMA and F16C.
             unsafe { super::x86::avx2::attn::span(q, d, kv, t0, t1, run) }
         }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm if d % 16 == 0 => {
+            // SAFETY: the CPU has NEON (the `Cpu` token proves it); the buffer lengths cover
+            // every tile of the span (asserted above).
+            unsafe { super::aarch64::attn::span(q, d, kv, t0, t1, run) }
+        }
         _ => span_scalar(q, d, kv, t0, t1, run),
     }
 }

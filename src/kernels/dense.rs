@@ -43,7 +43,7 @@ impl DenseMatrix<'_> {
     }
 }
 
-/// Runs the best kernel for `isa` (AVX-512 where present, else the scalar twin).
+/// Runs the best kernel for `cpu` (AVX-512 or NEON where present, else the scalar twin).
 pub fn rows_tokens(
     cpu: Cpu,
     m: &DenseMatrix,
@@ -59,6 +59,11 @@ pub fn rows_tokens(
         // SAFETY: the `Cpu` token proves the CPU has (AVX-512 F/BW/VL, F16C);
         // the sizes were checked above.
         return unsafe { super::x86::avx512::dense::rows_tokens(m, first, count, x, n, out) };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if cpu.has(Isa::Neon) {
+        // SAFETY: the `Cpu` token proves NEON; the sizes were checked above.
+        return unsafe { super::aarch64::dense::rows_tokens(m, first, count, x, n, out) };
     }
     let _ = cpu;
     rows_tokens_scalar(m, first, count, x, n, out)

@@ -3,7 +3,9 @@
 //! eight-lane partial sums, written once as a generic body and compiled twice: plain (scalar
 //! twin, any CPU) and with AVX2+FMA enabled (x86-64, chosen at run time).
 
-use super::{Cpu, Isa};
+use super::Cpu;
+#[cfg(target_arch = "x86_64")]
+use super::Isa;
 
 /// Runs the best tile kernel `cpu` has (AVX2 + FMA, else the scalar twin).
 pub fn tile(cpu: Cpu, w: &[f32], rows: usize, x: &[f32], n: usize, k: usize, out: &mut [f32]) {

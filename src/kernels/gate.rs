@@ -47,6 +47,16 @@ pub fn gate_mul(cpu: Cpu, act: Gate, gate: &mut [f32], up: &[f32]) {
             };
         }
     }
+    #[cfg(target_arch = "aarch64")]
+    if cpu.has(Isa::Neon) {
+        // SAFETY: the `Cpu` token proves NEON; the lengths were checked above.
+        return unsafe {
+            match act {
+                Gate::Silu => super::aarch64::gate::gate_mul::<false>(gate, up),
+                Gate::GeluTanh => super::aarch64::gate::gate_mul::<true>(gate, up),
+            }
+        };
+    }
     let _ = cpu;
     gate_mul_scalar(act, gate, up)
 }

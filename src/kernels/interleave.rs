@@ -2,7 +2,9 @@
 //! 16 rows, interleaved so that vector `i` holds word `i` of every row. Run once per matrix
 //! at load, it is most of the packing time, so it has an AVX-512 gather version.
 
-use super::{Cpu, Isa};
+use super::Cpu;
+#[cfg(target_arch = "x86_64")]
+use super::Isa;
 
 /// Rows per interleaved group (the lanes of a 512-bit vector of 32-bit words).
 pub const GROUP: usize = pocket_formats::quant::rows16::GROUP;
@@ -74,6 +76,7 @@ pub fn interleave(cpu: Cpu, src: &[u8], stride: usize, words: usize, dst: &mut [
             super::x86::avx512::interleave::interleave(src, stride, words, dst, flip)
         };
     }
+    let _ = cpu; // aarch64 repacks with the scalar twin (load time only)
     interleave_scalar(src, stride, words, dst, flip)
 }
 

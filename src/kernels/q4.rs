@@ -71,11 +71,12 @@ pub fn act_chunk(cpu: Cpu) -> usize {
     match cpu.isa() {
         Isa::Avx512 => 128,
         Isa::Avx2 => 64,
-        Isa::Scalar => 0,
+        _ => 0,
     }
 }
 
 /// Whether `isa`'s SIMD kernel handles this shape (else the scalar twin runs).
+#[cfg(target_arch = "x86_64")]
 fn simd_fits(w: &Q4Matrix) -> bool {
     w.cols % 64 == 0
 }

@@ -345,6 +345,23 @@ pub fn dot_rows_tokens(
             // SAFETY: as above, for AVX2, FMA and F16C.
             unsafe { super::x86::avx2::q4p::dot_rows_tokens(p, first, count, acts, out) }
         }
+        #[cfg(target_arch = "aarch64")]
+        Isa::I8mm if p.form.hi_bits == 0 && acts.len() >= 2 => {
+            // SAFETY: the CPU has dotprod and i8mm (the `Cpu` token proves it); the form has no
+            // high-bit planes; the layout, the row range, the activations and the output were
+            // checked above.
+            unsafe { super::aarch64::q4p_mmla::dot_rows_tokens(p, first, count, acts, out) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Dotprod | Isa::I8mm => {
+            // SAFETY: as above, for dotprod.
+            unsafe { super::aarch64::q4p::dot_rows_tokens_dotprod(p, first, count, acts, out) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => {
+            // SAFETY: as above, for NEON.
+            unsafe { super::aarch64::q4p::dot_rows_tokens_neon(p, first, count, acts, out) }
+        }
         _ => dot_rows_tokens_scalar(p, first, count, acts, out),
     }
 }

@@ -1,7 +1,9 @@
 //! 8-bit weight rows times int8 activations: `Σ_b (s_b·sx_b) · Σ_{i∈b} q_i·xq_i`.
 
 use super::act::QuantActs;
-use super::{Cpu, Isa};
+use super::Cpu;
+#[cfg(target_arch = "x86_64")]
+use super::Isa;
 use half::f16;
 
 /// A Q8 matrix as stored: the codes plane (i8, row-major), then one f16 scale per block.

@@ -185,6 +185,23 @@ pub fn dot_rows_tokens(
             // SAFETY: as above, for AVX2, FMA and F16C.
             unsafe { super::x86::avx2::q8p::dot_rows_tokens(p, first, count, acts, out) }
         }
+        #[cfg(target_arch = "aarch64")]
+        Isa::I8mm if p.block % 16 == 0 && acts.len() >= 2 => {
+            // SAFETY: the CPU has dotprod and i8mm (the `Cpu` token proves it); the block holds
+            // whole sets of 4 code vectors; the layout, the row range, the activations and the
+            // output were checked above.
+            unsafe { super::aarch64::q8p::dot_rows_tokens_i8mm(p, first, count, acts, out) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Dotprod | Isa::I8mm if p.block % 16 == 0 => {
+            // SAFETY: as above, for dotprod.
+            unsafe { super::aarch64::q8p::dot_rows_tokens_dotprod(p, first, count, acts, out) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon if p.block % 16 == 0 => {
+            // SAFETY: as above, for NEON.
+            unsafe { super::aarch64::q8p::dot_rows_tokens_neon(p, first, count, acts, out) }
+        }
         _ => dot_rows_tokens_scalar(p, first, count, acts, out),
     }
 }

@@ -3,7 +3,9 @@
 //! kernels are in `q4_packed`; the SIMD versions in `x86/{avx2,avx512}/q4p_f32.rs`.
 
 use super::q4_packed::{PackedQ4, GROUP};
-use super::{Cpu, Isa};
+use super::Cpu;
+#[cfg(target_arch = "x86_64")]
+use super::Isa;
 
 /// Per token and block, the sum of the activations: a block's zero point meets it once.
 pub fn block_sums(x: &[f32], block: usize) -> Vec<f32> {

@@ -7,7 +7,7 @@ use super::linear::{Linear, Observer, Site};
 use super::rows::{add_rows, norm_rows, norm_rows_in_place, rows_per_task, ELEMS_PER_TASK};
 use super::{Layer, Logits, Model, State};
 use crate::attention::attend;
-use crate::ops::rms_norm;
+use crate::kernels::norm::rms_norm;
 use crate::Error;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -64,7 +64,7 @@ impl Model {
         let mut x = self.embed(tokens);
         for (li, layer) in self.layers.iter().enumerate() {
             // Attention block.
-            let xn = norm_rows(&x, &layer.input_norm, eps);
+            let xn = norm_rows(self.config.cpu, &x, &layer.input_norm, eps);
             see(li, Site::AttnIn, &xn);
             let [mut q, mut k, v] =
                 Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n);
@@ -72,16 +72,21 @@ impl Model {
             let attn = self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v);
             see(li, Site::AttnOut, &attn);
             let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n);
-            norm_rows_in_place(&mut o, layer.attn_out_norm.as_deref(), eps);
+            norm_rows_in_place(self.config.cpu, &mut o, layer.attn_out_norm.as_deref(), eps);
             add_rows(&mut x, &o);
 
             // MLP block (gated: SwiGLU, or GELU for Gemma).
-            let xn = norm_rows(&x, &layer.mlp_norm, eps);
+            let xn = norm_rows(self.config.cpu, &x, &layer.mlp_norm, eps);
             see(li, Site::MlpIn, &xn);
             let gate = self.gate_up(layer, &xn, n);
             see(li, Site::MlpDown, &gate);
             let [mut down] = Linear::forward_rows([&layer.down_proj], &gate, n);
-            norm_rows_in_place(&mut down, layer.mlp_out_norm.as_deref(), eps);
+            norm_rows_in_place(
+                self.config.cpu,
+                &mut down,
+                layer.mlp_out_norm.as_deref(),
+                eps,
+            );
             add_rows(&mut x, &down);
         }
 
@@ -90,20 +95,26 @@ impl Model {
             see(
                 self.layers.len(),
                 Site::Head,
-                &norm_rows(&x, &self.norm, eps),
+                &norm_rows(self.config.cpu, &x, &self.norm, eps),
             );
         }
         Ok(match want {
             Logits::None => Vec::new(),
             Logits::Last => {
                 let st = states.last_mut().expect("checked: not empty");
-                rms_norm(&x[(n - 1) * h..], &self.norm, eps, &mut st.xn);
+                rms_norm(
+                    self.config.cpu,
+                    &x[(n - 1) * h..],
+                    &self.norm,
+                    eps,
+                    &mut st.xn,
+                );
                 head.matvec(&st.xn, &mut st.logits);
                 self.softcap(&mut st.logits);
                 Vec::new()
             }
             Logits::All => {
-                let xn = norm_rows(&x, &self.norm, eps);
+                let xn = norm_rows(self.config.cpu, &x, &self.norm, eps);
                 let mut out = vec![0.0; n * s.vocab_size];
                 match n {
                     1 => head.matvec(&xn, &mut out),
@@ -255,13 +266,13 @@ impl Model {
     /// Per row (in parallel): Qwen3's and Gemma's q/k norm, then RoPE at the row's position.
     fn rotate_rows(&self, layer: &Layer, q: &mut [f32], k: &mut [f32], pos: &[usize]) {
         let s = &self.spec;
-        let (d, eps) = (s.head_dim, s.rms_norm_eps as f32);
+        let (d, eps, cpu) = (s.head_dim, s.rms_norm_eps as f32, self.config.cpu);
         q.par_chunks_mut(s.num_heads * d)
             .zip(k.par_chunks_mut(s.num_kv_heads * d))
             .enumerate()
             .with_min_len(rows_per_task(s.num_heads * d))
             .for_each(|(t, (qt, kt))| {
-                layer.qk_norm(qt, kt, d, eps);
+                layer.qk_norm(cpu, qt, kt, d, eps);
                 self.rope_of(layer).apply_pair(qt, kt, d, pos[t]);
             });
     }

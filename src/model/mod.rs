@@ -13,8 +13,10 @@ pub use state::State;
 
 use crate::config::EngineConfig;
 use crate::kernels::gate::Gate;
+use crate::kernels::norm::rms_norm_in_place;
+use crate::kernels::Cpu;
 use crate::kv_cache::{KvCache, KvPrecision};
-use crate::ops::{gate_mul, rms_norm_in_place};
+use crate::ops::gate_mul;
 use crate::rope::Rope;
 use crate::weights::Matrix;
 use crate::Error;
@@ -244,12 +246,12 @@ impl Model {
 
 impl Layer {
     /// Qwen3's and Gemma's per-head RMSNorm of queries and keys (no-op for the others).
-    fn qk_norm(&self, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
+    fn qk_norm(&self, cpu: Cpu, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
             q.chunks_exact_mut(head_dim)
-                .for_each(|h| rms_norm_in_place(h, qn, eps));
+                .for_each(|h| rms_norm_in_place(cpu, h, qn, eps));
             k.chunks_exact_mut(head_dim)
-                .for_each(|h| rms_norm_in_place(h, kn, eps));
+                .for_each(|h| rms_norm_in_place(cpu, h, kn, eps));
         }
     }
 }

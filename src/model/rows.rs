@@ -3,7 +3,9 @@
 //! calling thread (rayon, called from outside its pool, would cost a wake-up per step, and its
 //! workers would compete with the worker pool's spinning ones).
 
-use crate::ops::{add_in_place, rms_norm, rms_norm_in_place};
+use crate::kernels::norm::{rms_norm, rms_norm_in_place};
+use crate::kernels::Cpu;
+use crate::ops::add_in_place;
 use rayon::prelude::*;
 
 /// Values per rayon task, at the least.
@@ -17,21 +19,21 @@ pub(super) fn rows_per_task(len: usize) -> usize {
 }
 
 /// RMSNorm of every `w.len()`-long row of `x`, rows in parallel.
-pub(super) fn norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+pub(super) fn norm_rows(cpu: Cpu, x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
     out.par_chunks_exact_mut(w.len())
         .zip(x.par_chunks_exact(w.len()))
         .with_min_len(rows_per_task(w.len()))
-        .for_each(|(o, r)| rms_norm(r, w, eps, o));
+        .for_each(|(o, r)| rms_norm(cpu, r, w, eps, o));
     out
 }
 
 /// RMSNorm in place of every row of `x` when there is a norm `w` (Gemma's output norms).
-pub(super) fn norm_rows_in_place(x: &mut [f32], w: Option<&[f32]>, eps: f32) {
+pub(super) fn norm_rows_in_place(cpu: Cpu, x: &mut [f32], w: Option<&[f32]>, eps: f32) {
     if let Some(w) = w {
         x.par_chunks_exact_mut(w.len())
             .with_min_len(rows_per_task(w.len()))
-            .for_each(|r| rms_norm_in_place(r, w, eps));
+            .for_each(|r| rms_norm_in_place(cpu, r, w, eps));
     }
 }
 

@@ -37,7 +37,7 @@ pub struct Matrix {
     /// Stored row of each logical row, when the file orders rows differently (llama.cpp's
     /// q/k layout for `llama`).
     row_map: Option<Arc<[u32]>>,
-    /// Q4 and Q8 weights repacked 16 rows at a time for the AVX2 and AVX-512 kernels (see
+    /// Q4 and Q8 weights repacked 16 rows at a time for the SIMD kernels (see
     /// `kernels::q4_packed`); when present, every read of the matrix goes through it.
     packed: Option<Packed>,
     /// The kernels and activation precision this matrix runs with (the model's).
@@ -62,7 +62,7 @@ impl Matrix {
     ) -> Result<Matrix, Error> {
         match dtype.byte_size(rows, cols) {
             Some(n) if n == data.len() => {
-                let simd = config.cpu.has(Isa::Avx2);
+                let simd = config.cpu.simd();
                 let packed = match dtype {
                     QuantType::Q4 { block, sym } if simd => {
                         let w = Q4Matrix::from_bytes(data.as_slice(), rows, cols, block, sym);
@@ -249,10 +249,11 @@ impl Matrix {
         )
     }
 
-    /// The SIMD view of an f32/f16/bf16 matrix, on CPUs with the AVX-512 dense kernel (others
-    /// keep the decode-then-tile path, whose AVX2 tile is faster than the scalar twin).
+    /// The SIMD view of an f32/f16/bf16 matrix, on CPUs with a dense kernel (AVX-512, NEON;
+    /// AVX2 keeps the decode-then-tile path, whose AVX2 tile is faster than the scalar twin).
     fn dense_kernel(&self) -> Option<DenseMatrix<'_>> {
-        if !self.config.cpu.has(Isa::Avx512) || self.row_map.is_some() {
+        let cpu = self.config.cpu;
+        if !(cpu.has(Isa::Avx512) || cpu.has(Isa::Neon)) || self.row_map.is_some() {
             return None;
         }
         let kind = match self.encoding {
