@@ -461,3 +461,53 @@ fn inspect_summarises_and_lists_tensors_on_request() {
         "{long}"
     );
 }
+
+/// `POCKET_ISA` takes the levels of this build's architecture only: an unknown name and a
+/// level of the other architecture are refused before anything runs, naming what is accepted;
+/// a valid cap is reported by `bench --json`.
+#[test]
+fn isa_caps_are_checked_and_reported() {
+    let model = fixture("qwen3-tiny");
+    let model = model.to_str().unwrap();
+    let (native, foreign) = if cfg!(target_arch = "aarch64") {
+        ("neon", "avx2")
+    } else {
+        ("avx2", "neon")
+    };
+    let bench = |isa: &str| {
+        common::pocket_command()
+            .env("POCKET_ISA", isa)
+            .args(["bench", model, "--pp", "4", "-n", "2", "--depth", "0"])
+            .args(["--reps", "1", "--json"])
+            .output()
+            .unwrap()
+    };
+    for (isa, needle) in [
+        ("sse9", "expected one of scalar"),
+        (foreign, "not an instruction set"),
+    ] {
+        let out = bench(isa);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "POCKET_ISA={isa}: {err}");
+        assert!(err.contains(needle) && err.contains(isa), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = bench("scalar");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["isa"], "scalar");
+    let out = bench(native);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Capped at the lowest SIMD level, or scalar on a CPU without it.
+    let isa = r["isa"].as_str().unwrap();
+    assert!(isa.ends_with(native) || isa == "scalar", "{isa}");
+}
