@@ -35,6 +35,9 @@ def main():
     ap.add_argument("-n", type=int, default=24)
     ap.add_argument("-p", "--prompt", default="What is the capital of France?",
                     help="chat prompt (through the model's template)")
+    ap.add_argument("--act", choices=["int8", "f32"], default="int8",
+                    help="activations (POCKET_ACT): f32 is the exact path, where the levels "
+                    "differ by f32 rounding alone")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     bad = 0
@@ -43,10 +46,10 @@ def main():
     for m in a.models:
         res = {}
         for isa in X86:
-            env = dict(os.environ, POCKET_ISA=isa)
+            env = dict(os.environ, POCKET_ISA=isa, POCKET_ACT=a.act)
             res[f"x86 {isa}"] = run([a.x86], env, m, a.prompt, a.n)
         for cpu, isa in ARM:
-            env = dict(os.environ, POCKET_ISA=isa, QEMU_CPU=cpu)
+            env = dict(os.environ, POCKET_ISA=isa, QEMU_CPU=cpu, POCKET_ACT=a.act)
             res[f"aarch64 {isa}"] = run(["qemu-aarch64", "-L", "/", a.arm], env, m, a.prompt, a.n)
         delta = lambda x, y: max(abs(p - q) for p, q in zip(x, y))
         # The x86 levels' own spread is the tolerance (int8 activations: a last-bit change
