@@ -1,10 +1,10 @@
 //! W4A16 in the strict sense: packed Q4 codes (`q4_packed`, every GGUF form included) against
 //! f32 activations, accumulated in f32: the exact path (`--activations f32`). The int8 path's
-//! kernels are in `q4_packed`; the SIMD versions in `x86/{avx2,avx512}/q4p_f32.rs`.
+//! kernels are in `q4_packed`; the SIMD versions in `x86/{avx2,avx512}/q4p_f32.rs` and `aarch64/q4p_f32.rs`.
 
 use super::q4_packed::{PackedQ4, GROUP};
 use super::Cpu;
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use super::Isa;
 
 /// Per token and block, the sum of the activations: a block's zero point meets it once.
@@ -40,6 +40,12 @@ pub fn dot_rows_f32(
         Isa::Avx2 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
             unsafe { super::x86::avx2::q4p_f32::dot_rows(p, first, count, x, sums, out) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
+            // SAFETY: the CPU has NEON (the `Cpu` token proves it); the layout, the row range,
+            // the activations and the output were checked above.
+            unsafe { super::aarch64::q4p_f32::dot_rows(p, first, count, x, sums, out) }
         }
         _ => dot_rows_f32_scalar(p, first, count, x, sums, out),
     }

@@ -18,6 +18,7 @@ pub(crate) mod dense;
 pub(crate) mod gate;
 pub(crate) mod norm;
 pub(crate) mod q4p;
+pub(crate) mod q4p_f32;
 pub(crate) mod q4p_mmla;
 pub(crate) mod q8p;
 
