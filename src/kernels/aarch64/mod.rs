@@ -24,6 +24,32 @@ pub(crate) mod q8p;
 
 use std::arch::aarch64::*;
 
+/// The tiling every packed int8 kernel here shares: for each group of 16 rows in
+/// `first..first + count`, the `n` tokens in tiles of the widest width in `widths` (widest
+/// first, ending in 1) that is left; `f(g, col, t0, width)` with `col` the group's first output
+/// within each token's `count`.
+#[inline(always)]
+pub(crate) fn each_tile(
+    first: usize,
+    count: usize,
+    n: usize,
+    widths: &[usize],
+    mut f: impl FnMut(usize, usize, usize, usize),
+) {
+    use crate::kernels::interleave::GROUP;
+    for g in first / GROUP..(first + count) / GROUP {
+        let mut t0 = 0;
+        while t0 < n {
+            let w = *widths
+                .iter()
+                .find(|&&w| w <= n - t0)
+                .expect("widths end in 1");
+            f(g, g * GROUP - first, t0, w);
+            t0 += w;
+        }
+    }
+}
+
 /// `acc[j] += Σ_{i<4} c[4j + i] · x[4L + i]` for the four 32-bit lanes `j` (signed bytes).
 pub(crate) trait Dot {
     /// # Safety

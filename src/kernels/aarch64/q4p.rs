@@ -12,7 +12,7 @@
 
 use super::{f16_hi, f16_lo, Dot};
 use crate::kernels::act::QuantActs;
-use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use crate::kernels::q4_packed::PackedQ4;
 use std::arch::aarch64::*;
 
 /// # Safety
@@ -27,23 +27,20 @@ pub(crate) unsafe fn dot_rows_tokens<D: Dot>(
     acts: &[QuantActs],
     out: &mut [f32],
 ) {
-    for g in first / GROUP..(first + count) / GROUP {
-        let col = g * GROUP - first;
-        let mut t0 = 0;
-        while t0 < acts.len() {
-            let two = acts.len() - t0 >= 2;
-            let ts = &acts[t0..t0 + if two { 2 } else { 1 }];
-            // The plane-free forms (all `.pocket` Q4, GGUF Q4_0/Q4_1/Q4_K) get a loop body
-            // with no plane code in it, which the compiler unrolls and keeps in registers.
-            match (two, p.form.hi_bits > 0) {
+    super::each_tile(first, count, acts.len(), &[2, 1], |g, col, t0, w| {
+        let ts = &acts[t0..t0 + w];
+        // The plane-free forms (all `.pocket` Q4, GGUF Q4_0/Q4_1/Q4_K) get a loop body with
+        // no plane code in it, which the compiler unrolls and keeps in registers.
+        // SAFETY: as this function's; the tile's tokens and the group's outputs exist.
+        unsafe {
+            match (w == 2, p.form.hi_bits > 0) {
                 (true, false) => group::<D, 2, 1, false>(p, g, ts, out, count, col, t0),
                 (true, true) => group::<D, 2, 1, true>(p, g, ts, out, count, col, t0),
                 (false, false) => group::<D, 1, 2, false>(p, g, ts, out, count, col, t0),
                 (false, true) => group::<D, 1, 2, true>(p, g, ts, out, count, col, t0),
             }
-            t0 += ts.len();
         }
-    }
+    });
 }
 
 /// The dotprod level (`sdot`).
@@ -83,7 +80,7 @@ pub(crate) unsafe fn dot_rows_tokens_neon(
 /// # Safety
 /// As [`dot_rows_tokens`]; `T == ts.len()`, outputs `col..col + 16` of each token in range.
 #[inline(always)]
-unsafe fn group<D: Dot, const T: usize, const C: usize, const PLANES: bool>(
+pub(super) unsafe fn group<D: Dot, const T: usize, const C: usize, const PLANES: bool>(
     p: &PackedQ4,
     g: usize,
     ts: &[QuantActs],

@@ -17,7 +17,7 @@
 use super::q4p::block_params;
 use super::smmla;
 use crate::kernels::act::QuantActs;
-use crate::kernels::q4_packed::{PackedQ4, GROUP};
+use crate::kernels::q4_packed::PackedQ4;
 use std::arch::aarch64::*;
 
 /// `out[t·count + i] = row(first + i) · x_t`: tokens four at a time through `smmla`, a pair
@@ -35,27 +35,17 @@ pub(crate) unsafe fn dot_rows_tokens(
     out: &mut [f32],
 ) {
     debug_assert_eq!(p.form.hi_bits, 0);
-    let n = acts.len();
-    for g in first / GROUP..(first + count) / GROUP {
-        let col = g * GROUP - first;
-        let mut t0 = 0;
-        while n - t0 >= 2 {
-            for half in 0..2 {
-                if n - t0 >= 4 {
-                    half_group::<2>(p, g, half, &acts[t0..t0 + 4], out, count, col, t0);
-                } else {
-                    half_group::<1>(p, g, half, &acts[t0..t0 + 2], out, count, col, t0);
-                }
+    super::each_tile(first, count, acts.len(), &[4, 2, 1], |g, col, t0, w| {
+        let ts = &acts[t0..t0 + w];
+        // SAFETY: as this function's; the tile's tokens and the group's outputs exist.
+        unsafe {
+            match w {
+                4 => (0..2).for_each(|h| half_group::<2>(p, g, h, ts, out, count, col, t0)),
+                2 => (0..2).for_each(|h| half_group::<1>(p, g, h, ts, out, count, col, t0)),
+                _ => super::q4p::group::<super::Sdot, 1, 2, false>(p, g, ts, out, count, col, t0),
             }
-            t0 += if n - t0 >= 4 { 4 } else { 2 };
         }
-        if t0 < n {
-            let last = &acts[t0..];
-            let mut one = [0.0f32; GROUP];
-            super::q4p::dot_rows_tokens::<super::Sdot>(p, g * GROUP, GROUP, last, &mut one);
-            out[t0 * count + col..][..GROUP].copy_from_slice(&one);
-        }
-    }
+    });
 }
 
 /// Rows `16g + 8·half ..+ 8` against `2P` tokens.

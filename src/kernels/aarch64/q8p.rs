@@ -11,7 +11,7 @@
 
 use super::{smmla, Dot};
 use crate::kernels::act::QuantActs;
-use crate::kernels::q8_packed::{PackedQ8, GROUP};
+use crate::kernels::q8_packed::PackedQ8;
 
 use std::arch::aarch64::*;
 
@@ -26,19 +26,17 @@ unsafe fn dot_rows_tokens<D: Dot>(
     acts: &[QuantActs],
     out: &mut [f32],
 ) {
-    for g in first / GROUP..(first + count) / GROUP {
-        let col = g * GROUP - first;
-        let mut t0 = 0;
-        while t0 < acts.len() {
-            if acts.len() - t0 >= 2 {
-                group::<D, 2, 1>(p, g, &acts[t0..t0 + 2], out, count, col, t0);
-                t0 += 2;
+    super::each_tile(first, count, acts.len(), &[2, 1], |g, col, t0, w| {
+        let ts = &acts[t0..t0 + w];
+        // SAFETY: as this function's; the tile's tokens and the group's outputs exist.
+        unsafe {
+            if w == 2 {
+                group::<D, 2, 1>(p, g, ts, out, count, col, t0)
             } else {
-                group::<D, 1, 2>(p, g, &acts[t0..t0 + 1], out, count, col, t0);
-                t0 += 1;
+                group::<D, 1, 2>(p, g, ts, out, count, col, t0)
             }
         }
-    }
+    });
 }
 
 /// The dotprod level.
@@ -171,27 +169,17 @@ pub(crate) unsafe fn dot_rows_tokens_i8mm(
     acts: &[QuantActs],
     out: &mut [f32],
 ) {
-    let n = acts.len();
-    for g in first / GROUP..(first + count) / GROUP {
-        let col = g * GROUP - first;
-        let mut t0 = 0;
-        while n - t0 >= 2 {
-            let four = n - t0 >= 4;
-            for half in 0..2 {
-                if four {
-                    mmla_half::<2>(p, g, half, &acts[t0..t0 + 4], out, count, col, t0);
-                } else {
-                    mmla_half::<1>(p, g, half, &acts[t0..t0 + 2], out, count, col, t0);
-                }
+    super::each_tile(first, count, acts.len(), &[4, 2, 1], |g, col, t0, w| {
+        let ts = &acts[t0..t0 + w];
+        // SAFETY: as this function's; the tile's tokens and the group's outputs exist.
+        unsafe {
+            match w {
+                4 => (0..2).for_each(|h| mmla_half::<2>(p, g, h, ts, out, count, col, t0)),
+                2 => (0..2).for_each(|h| mmla_half::<1>(p, g, h, ts, out, count, col, t0)),
+                _ => group::<super::Sdot, 1, 2>(p, g, ts, out, count, col, t0),
             }
-            t0 += if four { 4 } else { 2 };
         }
-        if t0 < n {
-            let mut one = [0.0f32; GROUP];
-            group::<super::Sdot, 1, 2>(p, g, &acts[t0..], &mut one, GROUP, 0, 0);
-            out[t0 * count + col..][..GROUP].copy_from_slice(&one);
-        }
-    }
+    });
 }
 
 /// Rows `16g + 8·half ..+ 8` against `2P` tokens with `smmla`.
