@@ -8,7 +8,9 @@
 //! prefix makes that cheap.
 
 use crate::chat_template::Message;
-use crate::generate::{generate_text, Control, Generation, StopAt};
+use crate::constrain::tools::{parse_calls, ToolCall};
+use crate::constrain::AnswerFormat;
+use crate::generate::{generate_text_guided, Control, Generation, StopAt};
 use crate::loader::LoadedModel;
 use crate::model::State;
 use crate::sampler::{Sampler, SamplerConfig};
@@ -61,6 +63,10 @@ pub struct Turn {
     pub dropped_turns: usize,
     /// Positions in the KV cache after the answer.
     pub context_used: usize,
+    /// Tools the answer called (when tools are offered), parsed out of its text.
+    pub tool_calls: Vec<ToolCall>,
+    /// False when the answer stopped (a limit, Ctrl-C) before completing its constraint.
+    pub complete: bool,
 }
 
 pub struct ChatSession<'m> {
@@ -73,6 +79,8 @@ pub struct ChatSession<'m> {
     state: State,
     /// The token ids whose keys and values are in `state.cache`, position by position.
     cached: Vec<u32>,
+    /// The shape every answer takes from now on (a schema, choices, tools), until changed.
+    pub format: AnswerFormat,
 }
 
 impl<'m> ChatSession<'m> {
@@ -87,6 +95,7 @@ impl<'m> ChatSession<'m> {
             raw: false,
             state: model.model.new_state(context),
             cached: Vec::new(),
+            format: AnswerFormat::default(),
         }
     }
 
@@ -100,6 +109,11 @@ impl<'m> ChatSession<'m> {
     pub fn set_system(&mut self, system: Option<String>) {
         self.system = system;
         self.reset();
+    }
+
+    /// The model this conversation runs on.
+    pub fn model(&self) -> &'m LoadedModel {
+        self.model
     }
 
     pub fn system(&self) -> Option<&str> {
@@ -141,10 +155,10 @@ impl<'m> ChatSession<'m> {
         }
         if let Some(m) = messages
             .iter()
-            .find(|m| m.role != "user" && m.role != "assistant")
+            .find(|m| !matches!(m.role.as_str(), "user" | "assistant" | "tool"))
         {
             return Err(Error::Invalid(format!(
-                "message role {:?}: expected \"user\" or \"assistant\"",
+                "message role {:?}: expected \"user\", \"assistant\" or \"tool\"",
                 m.role
             )));
         }
@@ -174,7 +188,34 @@ impl<'m> ChatSession<'m> {
         on_fit: impl FnOnce(usize),
         on_text: impl FnMut(&str) -> Control,
     ) -> Result<Turn, Error> {
-        self.messages.push(Message::new("user", user));
+        self.respond(Message::new("user", user), on_fit, on_text)
+    }
+
+    /// Gives the model tool `name`'s result (`content`, usually JSON) for its last call and
+    /// lets it continue, as [`turn_noting`](Self::turn_noting) does for a user message.
+    pub fn tool_result(
+        &mut self,
+        name: &str,
+        content: &str,
+        on_fit: impl FnOnce(usize),
+        on_text: impl FnMut(&str) -> Control,
+    ) -> Result<Turn, Error> {
+        let mut m = Message::new("tool", content);
+        m.name = Some(name.to_string());
+        self.respond(m, on_fit, on_text)
+    }
+
+    fn respond(
+        &mut self,
+        message: Message,
+        on_fit: impl FnOnce(usize),
+        on_text: impl FnMut(&str) -> Control,
+    ) -> Result<Turn, Error> {
+        let mut guide = self
+            .format
+            .guide(self.model)
+            .map_err(|e| Error::Invalid(e.0))?;
+        self.messages.push(message);
         let before = self.messages.clone();
         let (ids, dropped_turns) = match self.fit_context() {
             Ok(fit) => fit,
@@ -201,13 +242,14 @@ impl<'m> ChatSession<'m> {
             strings: &self.settings.stop,
             max_tokens: self.settings.max_tokens.max(1),
         };
-        let result = generate_text(
+        let result = generate_text_guided(
             &self.model.model,
             &self.model.tokenizer,
             &mut self.state,
             &ids[reused..],
             &mut sampler,
             &stop,
+            guide.as_mut(),
             on_text,
         );
         let out = match result {
@@ -221,7 +263,24 @@ impl<'m> ChatSession<'m> {
                 return Err(e);
             }
         };
-        self.messages.push(Message::new("assistant", &out.text));
+        let complete = guide.as_mut().is_none_or(|g| !g.active() || g.accepting());
+        let mut answer = Message::new("assistant", &out.text);
+        let mut tool_calls = Vec::new();
+        if !self.format.offered_tools().is_empty() {
+            let names: Vec<&str> = self.format.tools.iter().map(|t| t.name.as_str()).collect();
+            let parsed = parse_calls(&out.text, &names);
+            answer.content = parsed.content;
+            answer.tool_calls = parsed
+                .calls
+                .iter()
+                .map(|c| {
+                    serde_json::json!({"type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect();
+            tool_calls = parsed.calls;
+        }
+        self.messages.push(answer);
         self.cached = ids;
         self.cached.extend(&out.generation.tokens);
         self.cached.truncate(self.state.cache.len());
@@ -230,6 +289,8 @@ impl<'m> ChatSession<'m> {
             reused,
             dropped_turns,
             context_used: self.state.cache.len(),
+            tool_calls,
+            complete,
             text: out.text,
             generation: out.generation,
         })
@@ -249,7 +310,7 @@ impl<'m> ChatSession<'m> {
             all.push(Message::new("system", s));
         }
         all.extend(self.messages.iter().cloned());
-        self.model.encode_chat(&all, true)
+        self.format.encode(self.model, &all)
     }
 
     /// Drops the oldest turns until the prompt leaves room for an answer; the system prompt

@@ -10,11 +10,19 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// One message of a conversation.
+/// One message of a conversation: `system`, `user`, `assistant` (possibly with tool calls)
+/// or `tool` (a tool's result, naming the tool).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub role: String,
     pub content: String,
+    /// An assistant's calls, as templates read them:
+    /// `{"type": "function", "function": {"name": …, "arguments": {…}}}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<serde_json::Value>,
+    /// A tool message's tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl Message {
@@ -22,6 +30,8 @@ impl Message {
         Message {
             role: role.into(),
             content: content.into(),
+            tool_calls: Vec::new(),
+            name: None,
         }
     }
 }
@@ -128,17 +138,34 @@ impl ChatTemplate {
         bos_token: &str,
         eos_token: &str,
     ) -> Result<String, Error> {
+        self.render_with_tools(messages, None, add_generation_prompt, bos_token, eos_token)
+    }
+
+    /// [`render`](Self::render) with OpenAI-style tool definitions in the template's `tools`
+    /// variable (as transformers passes them); `None` leaves it undefined.
+    pub fn render_with_tools(
+        &self,
+        messages: &[Message],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+        bos_token: &str,
+        eos_token: &str,
+    ) -> Result<String, Error> {
         let env = self.env.clone();
         let messages = messages.to_vec();
+        let tools = tools.map(|t| t.to_vec());
         let (bos, eos) = (bos_token.to_string(), eos_token.to_string());
         let out = guarded(&self.origin, move || -> Result<String, String> {
             let tmpl = env.get_template("chat").map_err(|e| describe(&e))?;
-            let ctx = minijinja::context! {
+            let mut ctx = minijinja::context! {
                 messages => Value::from(minijinja::value::Serde(&messages)),
                 add_generation_prompt => add_generation_prompt,
                 bos_token => bos,
                 eos_token => eos,
             };
+            if let Some(tools) = &tools {
+                ctx = minijinja::context! { tools => Value::from(minijinja::value::Serde(tools)), ..ctx };
+            }
             let mut out = Capped(Vec::new());
             match tmpl.render_captured_to(ctx, &mut out) {
                 Ok(_) => String::from_utf8(out.0)
@@ -154,6 +181,14 @@ impl ChatTemplate {
             path: self.origin.clone(),
             reason,
         })
+    }
+}
+
+impl ChatTemplate {
+    /// The template renders `tools` itself (Qwen2.5/Qwen3, Llama 3.x, Hermes): the word
+    /// appears in its source. Otherwise a caller describes the tools in the system prompt.
+    pub fn takes_tools(&self) -> bool {
+        self.source.contains("tools")
     }
 }
 

@@ -10,6 +10,7 @@ pub mod alloc_guard;
 pub mod attention;
 pub mod batch;
 pub mod calibrate;
+pub mod constrain;
 pub mod chat;
 pub mod chat_template;
 pub mod config;

@@ -25,6 +25,7 @@ pub struct LoadedModel {
     /// Ids that end generation: generation_config's and config's `eos_token_id`, and the
     /// tokenizer's `eos_token`.
     pub stop_ids: Vec<u32>,
+    grammars: std::sync::OnceLock<crate::constrain::Grammars>,
 }
 
 /// What [`LoadedModel::open_with`] checks while loading.
@@ -125,6 +126,7 @@ impl LoadedModel {
             template,
             generation,
             stop_ids,
+            grammars: std::sync::OnceLock::new(),
         })
     }
 
@@ -134,6 +136,16 @@ impl LoadedModel {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, Error> {
+        self.render_chat_tools(messages, None, add_generation_prompt)
+    }
+
+    /// [`render_chat`](Self::render_chat) with tool definitions for the template.
+    pub fn render_chat_tools(
+        &self,
+        messages: &[Message],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<String, Error> {
         let template = self.template.as_ref().ok_or_else(|| {
             Error::Invalid(format!(
                 "{}: the model has no chat template (use --raw for plain text)",
@@ -141,8 +153,9 @@ impl LoadedModel {
             ))
         })?;
         let t = &self.tokenizer_meta;
-        template.render(
+        template.render_with_tools(
             messages,
+            tools,
             add_generation_prompt,
             t.bos_token.as_deref().unwrap_or(""),
             t.eos_token.as_deref().unwrap_or(""),
@@ -158,5 +171,30 @@ impl LoadedModel {
     ) -> Result<Vec<u32>, Error> {
         let text = self.render_chat(messages, add_generation_prompt)?;
         self.tokenizer.encode(&text, false)
+    }
+
+    /// [`encode_chat`](Self::encode_chat) with tool definitions for the template.
+    pub fn encode_chat_tools(
+        &self,
+        messages: &[Message],
+        tools: Option<&[serde_json::Value]>,
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>, Error> {
+        let text = self.render_chat_tools(messages, tools, add_generation_prompt)?;
+        self.tokenizer.encode(&text, false)
+    }
+
+    /// The grammar engine for this model's vocabulary (built on first use: it reads every
+    /// token).
+    pub fn grammars(&self) -> Result<&crate::constrain::Grammars, crate::constrain::ConstraintError> {
+        if let Some(g) = self.grammars.get() {
+            return Ok(g);
+        }
+        let g = crate::constrain::Grammars::new(
+            &self.tokenizer,
+            self.model.spec.vocab_size,
+            &self.stop_ids,
+        )?;
+        Ok(self.grammars.get_or_init(|| g))
     }
 }

@@ -120,6 +120,49 @@ impl Sampler {
         }
     }
 
+    /// [`sample`](Self::sample) over the ids set in `allowed` (a bit set, 32 ids per word, as
+    /// a grammar mask is stored), with the same penalties, filters and draw. Only allowed ids
+    /// are read, so the mask costs no extra pass over the vocabulary: a JSON string's mask
+    /// allows most ids, but a key or a number allows few. `None` when nothing is allowed.
+    pub fn sample_allowed(&mut self, logits: &[f32], allowed: &[u32]) -> Option<u32> {
+        let c = self.config.clone();
+        let mut counts: Vec<(u32, u32)> = Vec::new();
+        if c.penalties_on() {
+            for &id in &self.recent {
+                match counts.iter_mut().find(|(t, _)| *t == id) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((id, 1)),
+                }
+            }
+        }
+        let value = |id: u32| -> f32 {
+            let l = logits[id as usize];
+            match counts.iter().find(|(t, _)| *t == id) {
+                Some(&(_, n)) => penalized(l, n, &c),
+                None => l,
+            }
+        };
+        let ids = set_ids(allowed, logits.len());
+        if c.temperature <= 0.0 {
+            // argmax: the first of equal maxima, as [`argmax`] picks.
+            let mut best: Option<(u32, f32)> = None;
+            for id in ids {
+                let l = value(id);
+                if best.is_none_or(|(_, b)| l > b) {
+                    best = Some((id, l));
+                }
+            }
+            return best.map(|(id, _)| id);
+        }
+        self.candidates.clear();
+        self.candidates
+            .extend(ids.map(|id| (id, value(id) / c.temperature)));
+        if self.candidates.is_empty() {
+            return None;
+        }
+        Some(self.draw())
+    }
+
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         let logits = if self.config.penalties_on() {
             self.penalized.clear();
@@ -133,15 +176,19 @@ impl Sampler {
         if c.temperature <= 0.0 {
             return argmax(logits);
         }
+        let t = c.temperature;
+        self.candidates.clear();
+        self.candidates
+            .extend(logits.iter().enumerate().map(|(i, &l)| (i as u32, l / t)));
+        self.draw()
+    }
+
+    /// Top-k, min-p and top-p over `self.candidates` (id, logit / temperature), then the
+    /// seeded draw.
+    fn draw(&mut self) -> u32 {
+        let c = &self.config;
         // Candidates sorted by logit, highest first (ties by lower id, as a stable sort does).
         let cand = &mut self.candidates;
-        cand.clear();
-        cand.extend(
-            logits
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| (i as u32, l / c.temperature)),
-        );
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if c.top_k > 0 && c.top_k < cand.len() {
             cand.truncate(c.top_k);
@@ -198,13 +245,34 @@ fn apply_penalties(logits: &mut [f32], recent: &VecDeque<u32>, c: &SamplerConfig
         let Some(l) = logits.get_mut(id as usize) else {
             continue;
         };
-        if *l <= 0.0 {
-            *l *= c.repeat_penalty;
-        } else {
-            *l /= c.repeat_penalty;
-        }
-        *l -= n as f32 * c.frequency_penalty + c.presence_penalty;
+        *l = penalized(*l, n, c);
     }
+}
+
+/// One logit after the penalties, for a token seen `n` times in the window.
+fn penalized(l: f32, n: u32, c: &SamplerConfig) -> f32 {
+    let l = if l <= 0.0 {
+        l * c.repeat_penalty
+    } else {
+        l / c.repeat_penalty
+    };
+    l - (n as f32 * c.frequency_penalty + c.presence_penalty)
+}
+
+/// The ids below `len` whose bits are set, in increasing order; zero words are skipped whole.
+fn set_ids(bits: &[u32], len: usize) -> impl Iterator<Item = u32> + '_ {
+    bits.iter().enumerate().flat_map(move |(w, &word)| {
+        let mut word = word;
+        std::iter::from_fn(move || {
+            if word == 0 {
+                return None;
+            }
+            let b = word.trailing_zeros();
+            word &= word - 1;
+            Some(w as u32 * 32 + b)
+        })
+    })
+    .take_while(move |&id| (id as usize) < len)
 }
 
 /// Index of the largest logit; the first one on ties, as `torch.argmax` does.

@@ -54,6 +54,12 @@ impl TextTokenizer {
         self.inner.decode(ids, skip_special).unwrap_or_default()
     }
 
+    /// The `tokenizers` object itself, for code that needs its vocabulary and decoder
+    /// (the grammar engine's byte-level view of every token).
+    pub fn hf(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }

@@ -5,6 +5,7 @@
 //! Answers go to stdout; everything else (banner, notes, stats) to stderr, so `2>/dev/null`
 //! leaves the conversation's text.
 
+use super::format::{choices_arg, grammar_arg, schema_arg, FormatArg};
 use super::options::{sampling_line, stats_line, RunArgs, SamplingSource};
 use super::{commands, typeahead};
 use crate::term;
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::commands::{ChatCommand, Input, HELP, SETTINGS};
+use super::commands::{ChatCommand, Input, Shape, HELP, SETTINGS};
 use super::editor::{default_history_path, join_continuations, new_editor, ChatEditor};
 
 pub fn main(
@@ -30,6 +31,7 @@ pub fn main(
     settings: ChatSettings,
     source: SamplingSource,
     ctx: usize,
+    format: Option<FormatArg>,
 ) -> Result<ExitCode> {
     if !args.raw && m.template.is_none() {
         bail!(
@@ -46,6 +48,9 @@ pub fn main(
     let mut session = ChatSession::new(m, ctx, settings);
     session.set_raw(args.raw);
     session.set_system(args.system.clone());
+    if let Some(f) = format {
+        session.format = f.format;
+    }
 
     // Ctrl-C while an answer streams (the terminal is in cooked mode, so it is a SIGINT)
     // raises this flag, and the generation callback stops at the next token. At the prompt the
@@ -144,6 +149,9 @@ impl Chat {
             match commands::parse(&join_continuations(&line)) {
                 Input::Message(text) => self.answer(session, &text)?,
                 Input::Command(ChatCommand::Exit) => return Ok(()),
+                Input::Command(ChatCommand::Tool(name, result)) => {
+                    self.respond(session, Reply::Tool(&name, &result))?
+                }
                 Input::Command(command) => self.command(session, command),
                 Input::Invalid(why) => self.ui.note(&format!("({why})")),
             }
@@ -173,6 +181,10 @@ impl Chat {
     }
 
     fn answer(&mut self, session: &mut ChatSession, text: &str) -> Result<()> {
+        self.respond(session, Reply::User(text))
+    }
+
+    fn respond(&mut self, session: &mut ChatSession, reply: Reply) -> Result<()> {
         self.interrupted.store(false, Ordering::SeqCst);
         let hold = typeahead::Hold::start();
         let mut out = std::io::stdout().lock();
@@ -192,7 +204,7 @@ impl Chat {
                 ));
             }
         };
-        let result = session.turn_noting(text, on_fit, |piece| {
+        let on_text = |piece: &str| {
             // A closed stdout is not worth aborting an answer for; the chat ends at the next
             // prompt anyway.
             let _ = out.write_all(piece.as_bytes());
@@ -205,7 +217,11 @@ impl Chat {
             } else {
                 Control::Continue
             }
-        });
+        };
+        let result = match reply {
+            Reply::User(text) => session.turn_noting(text, on_fit, on_text),
+            Reply::Tool(name, content) => session.tool_result(name, content, on_fit, on_text),
+        };
         let typed = hold.finish();
         self.typed.extend(typed.lines);
         self.partial.push_str(&typed.partial);
@@ -235,6 +251,15 @@ impl Chat {
                 session.settings.max_tokens
             )),
             FinishReason::Stop => {}
+        }
+        if !turn.complete {
+            self.ui.note("(the answer is cut before it completes the constraint: it is not valid)");
+        }
+        for call in &turn.tool_calls {
+            self.ui.note(&format!(
+                "(tool call: {} {}; give its result with /tool {} RESULT)",
+                call.name, call.arguments, call.name
+            ));
         }
         let stats = stats_line(&turn.generation, turn.reused, used, capacity);
         if self.ui.stderr_terminal {
@@ -302,6 +327,36 @@ impl Chat {
                 Err(e) => ui.note(&format!("(error: {e:#})")),
             },
             ChatCommand::Exit => {}
+            ChatCommand::Free => {
+                session.format.constraint = None;
+                ui.note("(answers are free text again)");
+            }
+            ChatCommand::Shape(shape) => {
+                let parsed = match shape {
+                    Shape::Schema(arg) => schema_arg("/schema", &arg),
+                    Shape::Choices(labels) => choices_arg("/choices", labels),
+                    Shape::Grammar(path) => grammar_arg("/grammar", &path),
+                    Shape::Regex(re) => pocket::constrain::Constraint::regex(&re)
+                        .map(|c| (c, "/regex".to_string()))
+                        .map_err(|e| anyhow::anyhow!("/regex: {}", e.0)),
+                };
+                let mut next = session.format.clone();
+                let checked = parsed.and_then(|(c, origin)| {
+                    next.constraint = Some(c);
+                    next.guide(session.model())
+                        .map_err(|e| anyhow::anyhow!("{origin}: {}", e.0))?;
+                    Ok(())
+                });
+                match checked {
+                    Ok(()) => {
+                        let what = next.constraint.as_ref().map(|c| c.describe()).unwrap_or_default();
+                        session.format = next;
+                        ui.note(&format!("(answers follow the {what} until /free)"));
+                    }
+                    Err(e) => ui.note(&format!("(error: {e:#})")),
+                }
+            }
+            ChatCommand::Tool(..) => {}
         }
     }
 
@@ -365,4 +420,10 @@ fn load(session: &mut ChatSession, path: &Path) -> Result<()> {
     session
         .restore(transcript)
         .with_context(|| format!("{}: not a saved chat", path.display()))
+}
+
+/// What the model answers: a user's message, or a tool's result.
+enum Reply<'a> {
+    User(&'a str),
+    Tool(&'a str, &'a str),
 }

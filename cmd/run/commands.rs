@@ -15,6 +15,12 @@ span lines. Start a message with // to send one that begins with /.
                         repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n,
                         max_tokens, seed, stop (a text that ends answers; `/set stop` clears)
   /stats                the last answer's speed, context use, and the settings
+  /schema FILE|JSON     every answer is JSON valid under this schema (until /free)
+  /choices A,B,C        every answer is exactly one of these labels
+  /grammar FILE         every answer matches this Lark or GBNF grammar
+  /regex RE             every answer matches this regular expression
+  /free                 answers are free text again
+  /tool NAME RESULT     give the model tool NAME's result (JSON or text) and let it go on
   /save FILE            write the conversation (system prompt, messages, settings) as JSON
   /load FILE            read a conversation written by /save
   /exit                 leave (or Ctrl-D)
@@ -36,9 +42,19 @@ pub const SETTINGS: [&str; 11] = [
 ];
 
 /// The commands, for completion.
-pub const COMMANDS: [&str; 9] = [
-    "/help", "/reset", "/system", "/set", "/stats", "/save", "/load", "/exit", "/quit",
+pub const COMMANDS: [&str; 15] = [
+    "/help", "/reset", "/system", "/set", "/stats", "/schema", "/choices", "/grammar", "/regex",
+    "/free", "/tool", "/save", "/load", "/exit", "/quit",
 ];
+
+/// A constraint named in the chat.
+#[derive(Debug, PartialEq)]
+pub enum Shape {
+    Schema(String),
+    Choices(Vec<String>),
+    Grammar(PathBuf),
+    Regex(String),
+}
 
 #[derive(Debug, PartialEq)]
 pub enum ChatCommand {
@@ -49,6 +65,12 @@ pub enum ChatCommand {
     /// `None`: list the settings.
     Set(Option<(String, String)>),
     Stats,
+    /// Constrain every answer from now on.
+    Shape(Shape),
+    /// Drop the constraint.
+    Free,
+    /// A tool's result: the tool's name and the result text.
+    Tool(String, String),
     Save(PathBuf),
     Load(PathBuf),
     Exit,
@@ -101,6 +123,30 @@ pub fn parse(line: &str) -> Input {
             ))))
         }
         "/stats" => Input::Command(ChatCommand::Stats),
+        "/free" => Input::Command(ChatCommand::Free),
+        "/schema" | "/choices" | "/grammar" | "/regex" if arg.is_empty() => Input::Invalid(
+            match name {
+                "/schema" => "/schema needs a file or a schema: /schema person.json",
+                "/choices" => "/choices needs labels: /choices yes,no,maybe",
+                "/grammar" => "/grammar needs a file: /grammar list.gbnf",
+                _ => "/regex needs an expression: /regex [0-9]{4}",
+            }
+            .to_string(),
+        ),
+        "/schema" => Input::Command(ChatCommand::Shape(Shape::Schema(arg.to_string()))),
+        "/choices" => Input::Command(ChatCommand::Shape(Shape::Choices(
+            arg.split(',').map(|c| c.trim().to_string()).collect(),
+        ))),
+        "/grammar" => Input::Command(ChatCommand::Shape(Shape::Grammar(PathBuf::from(arg)))),
+        "/regex" => Input::Command(ChatCommand::Shape(Shape::Regex(arg.to_string()))),
+        "/tool" => match arg.split_once(char::is_whitespace) {
+            Some((name, result)) if !result.trim().is_empty() => Input::Command(
+                ChatCommand::Tool(name.to_string(), result.trim().to_string()),
+            ),
+            _ => Input::Invalid(
+                "/tool needs a tool name and its result: /tool get_weather {\"temp\": 21}".into(),
+            ),
+        },
         "/save" => path("save"),
         "/load" => path("load"),
         "/exit" | "/quit" | "/bye" => Input::Command(ChatCommand::Exit),
@@ -193,6 +239,25 @@ mod tests {
         );
         assert!(matches!(parse("/load"), Input::Invalid(m) if m.contains("file name")));
         assert!(matches!(parse("/frob"), Input::Invalid(m) if m.contains("/help")));
+        assert_eq!(
+            parse("/choices yes, no ,maybe"),
+            Input::Command(ChatCommand::Shape(Shape::Choices(vec![
+                "yes".into(),
+                "no".into(),
+                "maybe".into()
+            ])))
+        );
+        assert_eq!(
+            parse("/schema {\"type\": \"object\"}"),
+            Input::Command(ChatCommand::Shape(Shape::Schema("{\"type\": \"object\"}".into())))
+        );
+        assert_eq!(parse("/free"), Input::Command(ChatCommand::Free));
+        assert_eq!(
+            parse("/tool get_weather {\"t\": 21}"),
+            Input::Command(ChatCommand::Tool("get_weather".into(), "{\"t\": 21}".into()))
+        );
+        assert!(matches!(parse("/tool get_weather"), Input::Invalid(m) if m.contains("result")));
+        assert!(matches!(parse("/schema"), Input::Invalid(_)));
     }
 
     #[test]

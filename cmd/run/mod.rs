@@ -1,6 +1,7 @@
 //! `pocket run`: one prompt (from -p or stdin) or a chat in the terminal.
 //!
 //! - `options.rs`: the flags ([`RunArgs`]) and how they become sampling settings;
+//! - `format.rs`: `--json-schema`, `--grammar`, `--regex`, `--choices`, `--tools`;
 //! - `oneshot.rs`: one prompt, one answer (text or `--json`);
 //! - `chat.rs`: the interactive chat, with its line editor (`editor.rs`), slash commands
 //!   (`commands.rs`) and the keys typed while an answer streams (`typeahead.rs`).
@@ -10,6 +11,7 @@
 mod chat;
 mod commands;
 mod editor;
+mod format;
 mod oneshot;
 mod options;
 mod typeahead;
@@ -25,7 +27,12 @@ use std::process::ExitCode;
 pub fn main(args: RunArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
     let options = crate::settings::load_options(!args.no_verify)?;
+    // Read before the model loads: a bad schema or tools file fails fast.
+    let format = format::from_args(&args)?;
     let m = LoadedModel::open_with(&args.model, options)?;
+    if let Some(f) = &format {
+        format::check(f, &m)?;
+    }
     let ctx = args
         .ctx
         .unwrap_or(m.model.spec.max_position_embeddings)
@@ -53,11 +60,18 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
         None => None,
     };
     match prompt {
-        Some(p) => oneshot::run(&args, &m, &chat_settings(&args, &m, false)?.0, ctx, &p),
+        Some(p) => oneshot::run(
+            &args,
+            &m,
+            &chat_settings(&args, &m, false)?.0,
+            ctx,
+            &p,
+            format.as_ref(),
+        ),
         None if args.json => bail!("--json needs a prompt (-p TEXT or stdin)"),
         None => {
             let (settings, source) = chat_settings(&args, &m, true)?;
-            chat::main(&args, &m, settings, source, ctx)
+            chat::main(&args, &m, settings, source, ctx, format)
         }
     }
 }

@@ -5,7 +5,9 @@ use crate::term;
 use anyhow::{bail, Result};
 use pocket::chat::ChatSettings;
 use pocket::chat_template::Message;
-use pocket::generate::{generate_text, Control, FinishReason, StopAt};
+use super::format::FormatArg;
+use pocket::constrain::tools::parse_calls;
+use pocket::generate::{generate_text_guided, Control, FinishReason, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::sampler::Sampler;
 use serde_json::json;
@@ -27,6 +29,7 @@ pub fn run(
     settings: &ChatSettings,
     ctx: usize,
     prompt: &str,
+    format: Option<&FormatArg>,
 ) -> Result<ExitCode> {
     let prompt_ids = if let Some(ids) = &args.prompt_ids {
         let vocab = m.model.spec.vocab_size;
@@ -37,7 +40,18 @@ pub fn run(
     } else if args.raw {
         m.tokenizer.encode(prompt, true)?
     } else {
-        m.encode_chat(&messages(args.system.as_deref(), prompt), true)?
+        let msgs = messages(args.system.as_deref(), prompt);
+        match format {
+            Some(f) => f.format.encode(m, &msgs)?,
+            None => m.encode_chat(&msgs, true)?,
+        }
+    };
+    let mut guide = match format {
+        Some(f) => f
+            .format
+            .guide(m)
+            .map_err(|e| anyhow::anyhow!("{}: {}", f.origin, e.0))?,
+        None => None,
     };
     let first_logits = if args.first_logits {
         let mut st = m.model.new_state(ctx);
@@ -56,13 +70,14 @@ pub fn run(
         max_tokens: settings.max_tokens,
     };
     let mut out = std::io::stdout().lock();
-    let answer = generate_text(
+    let answer = generate_text_guided(
         &m.model,
         &m.tokenizer,
         &mut state,
         &prompt_ids,
         &mut sampler,
         &stop,
+        guide.as_mut(),
         |piece| {
             if !args.json {
                 let _ = out.write_all(piece.as_bytes());
@@ -72,6 +87,13 @@ pub fn run(
         },
     )?;
     let g = &answer.generation;
+    // A constrained answer is complete when the constraint accepts it (a lazy tool-call guide
+    // that never switched on constrains nothing).
+    let complete = match guide.as_mut() {
+        Some(guide) => !guide.active() || guide.accepting(),
+        None => true,
+    };
+    let tools = format.is_some_and(|f| !f.format.offered_tools().is_empty());
     if args.json {
         let mut obj = json!({
             "model": m.path,
@@ -88,6 +110,23 @@ pub fn run(
                 "decode_tok_per_s": g.decode_tok_per_s(),
             },
         });
+        if let Some(f) = format {
+            obj["forced_tokens"] = json!(g.forced_tokens);
+            obj["complete"] = json!(complete);
+            if let Some(c) = &f.format.constraint {
+                obj["constraint"] = json!(c.describe());
+            }
+        }
+        if tools {
+            let f = &format.expect("tools come with a format").format;
+            let names: Vec<&str> = f.tools.iter().map(|t| t.name.as_str()).collect();
+            let p = parse_calls(&answer.text, &names);
+            obj["content"] = json!(p.content);
+            obj["tool_calls"] = json!(p.calls);
+            if !p.errors.is_empty() {
+                obj["tool_call_errors"] = json!(p.errors);
+            }
+        }
         if let Some(l) = first_logits {
             obj["first_logits"] = json!(l);
         }
@@ -97,6 +136,7 @@ pub fn run(
         drop(out);
         // A cut answer says so, as the chat does; scripts read `finish_reason` from --json.
         match g.finish_reason {
+            _ if !complete => {}
             FinishReason::Length => eprintln!(
                 "(cut at the {}-token limit; -n N for longer answers)",
                 settings.max_tokens
@@ -110,6 +150,19 @@ pub fn run(
             let stats = stats_line(g, 0, state.cache.len(), ctx);
             eprintln!("{}", term::dim(&stats, term::stderr_styled()));
         }
+    }
+    if !complete {
+        let origin = format.map_or("the constraint", |f| f.origin.as_str());
+        eprintln!(
+            "error: the answer ended ({}) before it completed {origin}; it is not valid output \
+             (-n N allows more tokens)",
+            match g.finish_reason {
+                FinishReason::Length => format!("at the {}-token limit", settings.max_tokens),
+                FinishReason::Context => format!("the {ctx}-token context is full"),
+                _ => "early".to_string(),
+            }
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,13 @@
 //! token, the token budget, the context limit, or the caller says stop. [`generate_text`] adds
 //! the text side: streaming complete characters and ending at stop strings.
 
+use crate::constrain::Guide;
 use crate::model::{Logits, Model, State};
 use crate::sampler::Sampler;
 use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
+
+mod guided;
 
 /// Prompt tokens run per batch: bounds the activations' memory at long prompts.
 pub const PREFILL_CHUNK: usize = 256;
@@ -35,6 +38,8 @@ pub struct Generation {
     pub prefill_time: Duration,
     #[serde(serialize_with = "ms")]
     pub decode_time: Duration,
+    /// Answer tokens a constraint forced (appended without sampling; counted in `tokens`).
+    pub forced_tokens: usize,
 }
 
 fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -113,18 +118,38 @@ pub fn generate(
     sampler: &mut Sampler,
     stop_ids: &[u32],
     max_tokens: usize,
+    on_token: impl FnMut(u32) -> Control,
+) -> Result<Generation, Error> {
+    generate_guided(
+        model, state, prompt, sampler, stop_ids, max_tokens, None, on_token,
+    )
+}
+
+/// [`generate`] under a constraint: each token is sampled from those `guide` allows, and
+/// tokens it forces are appended without sampling. Without a guide this is [`generate`].
+#[allow(clippy::too_many_arguments)]
+pub fn generate_guided(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    stop_ids: &[u32],
+    max_tokens: usize,
+    guide: Option<&mut Guide>,
     mut on_token: impl FnMut(u32) -> Control,
 ) -> Result<Generation, Error> {
-    if prompt.is_empty() {
-        return Err(Error::Invalid("the prompt has no tokens".into()));
-    }
-    let room = state.cache.capacity().saturating_sub(state.cache.len());
-    if prompt.len() > room {
-        return Err(Error::Invalid(format!(
-            "the prompt needs {} positions but only {room} of {} are free",
-            prompt.len(),
-            state.cache.capacity()
-        )));
+    check_room(state, prompt)?;
+    if let Some(guide) = guide {
+        return guided::run(
+            model,
+            state,
+            prompt,
+            sampler,
+            stop_ids,
+            max_tokens,
+            guide,
+            on_token,
+        );
     }
     let start = Instant::now();
     let mut next = prefill(model, state, prompt, sampler)?;
@@ -149,7 +174,24 @@ pub fn generate(
         prefill_tokens: prompt.len(),
         prefill_time,
         decode_time: start.elapsed(),
+        forced_tokens: 0,
     })
+}
+
+/// The prompt is not empty and fits what the KV cache still holds.
+fn check_room(state: &State, prompt: &[u32]) -> Result<(), Error> {
+    if prompt.is_empty() {
+        return Err(Error::Invalid("the prompt has no tokens".into()));
+    }
+    let room = state.cache.capacity().saturating_sub(state.cache.len());
+    if prompt.len() > room {
+        return Err(Error::Invalid(format!(
+            "the prompt needs {} positions but only {room} of {} are free",
+            prompt.len(),
+            state.cache.capacity()
+        )));
+    }
+    Ok(())
 }
 
 /// Runs a prompt in chunks of [`PREFILL_CHUNK`] (every token accepted by the sampler for its
@@ -161,6 +203,16 @@ pub(crate) fn prefill(
     sampler: &mut Sampler,
 ) -> Result<u32, Error> {
     prompt.iter().for_each(|&id| sampler.accept(id));
+    prefill_sampled(model, state, prompt, sampler)
+}
+
+/// [`prefill`] for a prompt the sampler has already [`accept`](Sampler::accept)ed.
+fn prefill_sampled(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+) -> Result<u32, Error> {
     let mut next = 0;
     for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
         let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
@@ -202,17 +254,41 @@ pub fn generate_text(
     prompt: &[u32],
     sampler: &mut Sampler,
     stop: &StopAt,
+    on_text: impl FnMut(&str) -> Control,
+) -> Result<TextGeneration, Error> {
+    generate_text_guided(model, tokenizer, state, prompt, sampler, stop, None, on_text)
+}
+
+/// [`generate_text`] under a constraint ([`generate_guided`]). The constraint decides where
+/// the answer ends, so stop strings are not applied: one inside a JSON string would cut
+/// a valid answer into an invalid one.
+#[allow(clippy::too_many_arguments)]
+pub fn generate_text_guided(
+    model: &Model,
+    tokenizer: &TextTokenizer,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    stop: &StopAt,
+    guide: Option<&mut Guide>,
     mut on_text: impl FnMut(&str) -> Control,
 ) -> Result<TextGeneration, Error> {
+    let strings: &[String] = if guide.is_some() { &[] } else { stop.strings };
+    let stop = &StopAt {
+        ids: stop.ids,
+        strings,
+        max_tokens: stop.max_tokens,
+    };
     let mut stream = TextStream::new(tokenizer);
     let mut scan = StopStrings::new(stop.strings);
-    let mut generation = generate(
+    let mut generation = generate_guided(
         model,
         state,
         prompt,
         sampler,
         stop.ids,
         stop.max_tokens,
+        guide,
         |id| {
             let piece = stream.push(id).unwrap_or_default();
             let shown = scan.push(&piece);

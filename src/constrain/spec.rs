@@ -1,0 +1,627 @@
+//! What an answer must look like, as the user wrote it: a JSON schema, a Lark or GBNF
+//! grammar, a regular expression, or a list of labels. Checks here run before any model is
+//! touched, so a bad schema or grammar is refused with its place named; the grammar engine's
+//! own compile (in [`super::guide`]) then refuses whatever it does not implement.
+
+use serde_json::Value;
+
+/// Why a constraint was refused; the message names the place (a JSON pointer, a line).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConstraintError(pub String);
+
+fn err<T>(msg: impl Into<String>) -> Result<T, ConstraintError> {
+    Err(ConstraintError(msg.into()))
+}
+
+/// A constraint on the answer's text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Constraint {
+    /// The answer is one JSON value that validates against the schema.
+    JsonSchema(Value),
+    /// The answer matches a grammar in llguidance's Lark dialect (GBNF is translated to it).
+    Lark(String),
+    /// The answer matches a regular expression in full.
+    Regex(String),
+    /// The answer is exactly one of these labels.
+    Choices(Vec<String>),
+}
+
+impl Constraint {
+    /// A JSON schema, checked for what pocket refuses itself: a `oneOf` whose branches could
+    /// both match the same value (exact `oneOf` needs them disjoint; llguidance would
+    /// otherwise treat it as `anyOf`).
+    pub fn json_schema(schema: Value) -> Result<Constraint, ConstraintError> {
+        match &schema {
+            Value::Object(_) | Value::Bool(_) => {}
+            _ => return err("a JSON schema must be an object or a boolean"),
+        }
+        check_one_of(&schema, "")?;
+        Ok(Constraint::JsonSchema(schema))
+    }
+
+    /// A schema given as text (a file's contents or a literal on the command line).
+    pub fn json_schema_text(text: &str) -> Result<Constraint, ConstraintError> {
+        let v: Value = serde_json::from_str(text).map_err(|e| {
+            ConstraintError(format!(
+                "not valid JSON at line {} column {}: {e}",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        Constraint::json_schema(v)
+    }
+
+    /// A grammar: GBNF when a rule is written `name ::= …`, else llguidance's Lark.
+    pub fn grammar(text: &str) -> Result<Constraint, ConstraintError> {
+        if text.trim().is_empty() {
+            return err("the grammar is empty");
+        }
+        if looks_like_gbnf(text) {
+            Ok(Constraint::Lark(gbnf_to_lark(text)?))
+        } else {
+            Ok(Constraint::Lark(text.to_string()))
+        }
+    }
+
+    pub fn regex(re: &str) -> Result<Constraint, ConstraintError> {
+        if re.is_empty() {
+            return err("the regular expression is empty");
+        }
+        Ok(Constraint::Regex(re.to_string()))
+    }
+
+    /// Labels, each non-empty and distinct.
+    pub fn choices(labels: Vec<String>) -> Result<Constraint, ConstraintError> {
+        if labels.is_empty() {
+            return err("the choice list is empty");
+        }
+        for (i, l) in labels.iter().enumerate() {
+            if l.is_empty() {
+                return err(format!("choice {} is empty", i + 1));
+            }
+            if labels[..i].contains(l) {
+                return err(format!("choice {:?} is listed twice", l));
+            }
+        }
+        Ok(Constraint::Choices(labels))
+    }
+
+    /// A few words for messages and `/stats`: "JSON schema", "3 choices" …
+    pub fn describe(&self) -> String {
+        match self {
+            Constraint::JsonSchema(_) => "JSON schema".into(),
+            Constraint::Lark(_) => "grammar".into(),
+            Constraint::Regex(_) => "regex".into(),
+            Constraint::Choices(c) => format!("{} choices", c.len()),
+        }
+    }
+
+    /// The grammar llguidance compiles. JSON answers are written as Python's `json.dumps`
+    /// writes them (`", "` and `": "`, no other whitespace): the spelling small models saw
+    /// most, and fixed separators become forced tokens. `oneOf` is safe to compile as `anyOf`
+    /// because [`json_schema`](Self::json_schema) checked its branches are disjoint.
+    pub fn lark(&self) -> String {
+        match self {
+            Constraint::JsonSchema(s) => format!("start: %json {}", with_options(s)),
+            Constraint::Lark(g) => g.clone(),
+            Constraint::Regex(re) => format!("start: /{}/", re.replace('/', "\\/")),
+            Constraint::Choices(c) => {
+                let alts: Vec<String> = c.iter().map(|l| quote(l)).collect();
+                format!("start: {}", alts.join(" | "))
+            }
+        }
+    }
+}
+
+/// A JSON string literal, which Lark reads with the same escapes.
+pub fn quote(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// The schema with pocket's llguidance options attached.
+pub fn with_options(schema: &Value) -> Value {
+    let mut s = match schema {
+        Value::Bool(true) => serde_json::json!({}),
+        Value::Bool(false) => serde_json::json!({"not": {}}),
+        other => other.clone(),
+    };
+    if let Value::Object(m) = &mut s {
+        m.insert(
+            "x-guidance".into(),
+            serde_json::json!({
+                "item_separator": ", ",
+                "key_separator": ": ",
+                "whitespace_flexible": false,
+                "coerce_one_of": true,
+                "lenient": false,
+            }),
+        );
+    }
+    s
+}
+
+/// JSON-pointer escaping of one path segment.
+fn seg(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
+/// Walks every subschema and refuses a `oneOf` whose branches might overlap.
+fn check_one_of(v: &Value, at: &str) -> Result<(), ConstraintError> {
+    match v {
+        Value::Object(m) => {
+            for (k, sub) in m {
+                let here = format!("{at}/{}", seg(k));
+                if k == "oneOf" {
+                    let Some(branches) = sub.as_array() else {
+                        return err(format!("{here}: oneOf must be an array"));
+                    };
+                    for i in 0..branches.len() {
+                        for j in i + 1..branches.len() {
+                            if !disjoint(&branches[i], &branches[j]) {
+                                return err(format!(
+                                    "{here}: branches {i} and {j} may both match one value; \
+                                     oneOf is supported when its branches are told apart by \
+                                     `type` or by a required property's `const`/`enum` \
+                                     (else write anyOf)"
+                                ));
+                            }
+                        }
+                    }
+                }
+                // Keywords whose values are data, not schemas.
+                if matches!(k.as_str(), "const" | "enum" | "default" | "examples") {
+                    continue;
+                }
+                check_one_of(sub, &here)?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, sub) in items.iter().enumerate() {
+                check_one_of(sub, &format!("{at}/{i}"))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// JSON types a schema allows, when it says (`type`, or implied by `const`/`enum`).
+fn types_of(s: &Value) -> Option<Vec<&'static str>> {
+    let name = |t: &str| -> Option<&'static str> {
+        Some(match t {
+            "string" => "string",
+            "number" => "number",
+            "integer" => "integer",
+            "boolean" => "boolean",
+            "null" => "null",
+            "object" => "object",
+            "array" => "array",
+            _ => return None,
+        })
+    };
+    match s.get("type")? {
+        Value::String(t) => Some(vec![name(t)?]),
+        Value::Array(ts) => ts.iter().map(|t| name(t.as_str()?)).collect(),
+        _ => None,
+    }
+}
+
+fn types_overlap(a: &[&str], b: &[&str]) -> bool {
+    let num = |t: &str| t == "number" || t == "integer";
+    a.iter()
+        .any(|x| b.iter().any(|y| x == y || (num(x) && num(y))))
+}
+
+/// The values a schema allows, when it lists them (`const` or `enum`).
+fn listed(s: &Value) -> Option<Vec<&Value>> {
+    if let Some(c) = s.get("const") {
+        return Some(vec![c]);
+    }
+    s.get("enum")?.as_array().map(|v| v.iter().collect())
+}
+
+/// True when no value can match both schemas, by reasons that are easy to prove.
+fn disjoint(a: &Value, b: &Value) -> bool {
+    if let (Some(ta), Some(tb)) = (types_of(a), types_of(b)) {
+        if !types_overlap(&ta, &tb) {
+            return true;
+        }
+    }
+    if let (Some(la), Some(lb)) = (listed(a), listed(b)) {
+        if la.iter().all(|x| !lb.contains(x)) {
+            return true;
+        }
+    }
+    // Objects told apart by a property both require, with disjoint listed values.
+    let req = |s: &Value| -> Vec<String> {
+        s.get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let (ra, rb) = (req(a), req(b));
+    for p in ra.iter().filter(|p| rb.contains(p)) {
+        let pa = a.get("properties").and_then(|m| m.get(p));
+        let pb = b.get("properties").and_then(|m| m.get(p));
+        if let (Some(pa), Some(pb)) = (pa, pb) {
+            if let (Some(la), Some(lb)) = (listed(pa), listed(pb)) {
+                if la.iter().all(|x| !lb.contains(x)) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// A GBNF file defines its rules as `name ::= …`.
+fn looks_like_gbnf(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        let name_len = l
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(l.len());
+        name_len > 0 && l[name_len..].trim_start().starts_with("::=")
+    })
+}
+
+/// Translates llama.cpp's GBNF to llguidance's Lark: `name ::= …` rules become `name: …`
+/// (names renamed to lowercase Lark rule names; `root` is the start), `"…"` literals keep
+/// their text, `[…]` classes and `.` become regexes, and grouping, `|`, `*`, `+`, `?` and
+/// `{m,n}` carry over. Errors name the line.
+pub fn gbnf_to_lark(text: &str) -> Result<String, ConstraintError> {
+    let toks = gbnf_lex(text)?;
+    // Rule names, in order, mapped to Lark names.
+    let mut names: Vec<(String, String)> = Vec::new();
+    let mut i = 0;
+    while i + 1 < toks.len() {
+        if let (G::Name(n), G::Define) = (&toks[i].1, &toks[i + 1].1) {
+            if names.iter().any(|(g, _)| g == n) {
+                return err(format!("line {}: rule {n:?} is defined twice", toks[i].0));
+            }
+            let mut l: String = n
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+                .collect();
+            l.insert_str(0, "g_");
+            while names.iter().any(|(_, x)| *x == l) {
+                l.push('_');
+            }
+            names.push((n.clone(), l));
+        }
+        i += 1;
+    }
+    if !names.iter().any(|(g, _)| g == "root") {
+        return err("a GBNF grammar needs a `root ::= …` rule");
+    }
+    let lookup = |n: &str, line: usize| -> Result<String, ConstraintError> {
+        names
+            .iter()
+            .find(|(g, _)| g == n)
+            .map(|(_, l)| l.clone())
+            .ok_or_else(|| ConstraintError(format!("line {line}: rule {n:?} is not defined")))
+    };
+    let mut out = format!("start: {}\n", lookup("root", 0)?);
+    let mut depth = 0usize;
+    let mut i = 0;
+    if !matches!(toks.first(), Some((_, G::Name(_)))) || !matches!(toks.get(1), Some((_, G::Define))) {
+        let line = toks.first().map_or(1, |t| t.0);
+        return err(format!("line {line}: expected a rule `name ::= …`"));
+    }
+    while i < toks.len() {
+        let (line, t) = &toks[i];
+        let starts_rule = matches!(t, G::Name(_)) && matches!(toks.get(i + 1), Some((_, G::Define)));
+        if starts_rule {
+            if depth != 0 {
+                return err(format!("line {line}: unclosed `(` before this rule"));
+            }
+            let G::Name(n) = t else { unreachable!() };
+            out.push('\n');
+            out.push_str(&lookup(n, *line)?);
+            out.push(':');
+            i += 2;
+            continue;
+        }
+        match t {
+            G::Name(n) => {
+                out.push(' ');
+                out.push_str(&lookup(n, *line)?);
+            }
+            G::Define => return err(format!("line {line}: `::=` without a rule name")),
+            G::Literal(s) => {
+                out.push(' ');
+                if s.is_empty() {
+                    out.push_str("\"\"");
+                } else {
+                    out.push_str(&quote(s));
+                }
+            }
+            G::Class(c) => {
+                out.push_str(" /");
+                out.push_str(&c.replace('/', "\\/"));
+                out.push('/');
+            }
+            G::Any => out.push_str(" /(?s:.)/"),
+            G::Open => {
+                depth += 1;
+                out.push_str(" (");
+            }
+            G::Close => {
+                if depth == 0 {
+                    return err(format!("line {line}: `)` without `(`"));
+                }
+                depth -= 1;
+                out.push_str(" )");
+            }
+            G::Alt => out.push_str(" |"),
+            G::Op(o) => out.push_str(o),
+        }
+        i += 1;
+    }
+    if depth != 0 {
+        return err("unclosed `(` at the end of the grammar");
+    }
+    out.push('\n');
+    Ok(out)
+}
+
+#[derive(Debug, PartialEq)]
+enum G {
+    Name(String),
+    Define,
+    Literal(String),
+    /// A character class in regex syntax, brackets included.
+    Class(String),
+    Any,
+    Open,
+    Close,
+    Alt,
+    /// `*`, `+`, `?` or `{m,n}`, written as Lark writes it.
+    Op(String),
+}
+
+fn gbnf_lex(text: &str) -> Result<Vec<(usize, G)>, ConstraintError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    let escape = |chars: &[char], i: &mut usize, line: usize| -> Result<char, ConstraintError> {
+        // At a backslash: read the escape, leave `i` after it.
+        let c = *chars.get(*i + 1).ok_or_else(|| ConstraintError(format!("line {line}: `\\` at the end")))?;
+        *i += 2;
+        let hex = |n: usize, i: &mut usize| -> Result<char, ConstraintError> {
+            let s: String = chars.get(*i..*i + n).map(|c| c.iter().collect()).unwrap_or_default();
+            let v = u32::from_str_radix(&s, 16)
+                .ok()
+                .filter(|_| s.len() == n)
+                .and_then(char::from_u32)
+                .ok_or_else(|| ConstraintError(format!("line {line}: bad escape \\{c}{s}")))?;
+            *i += n;
+            Ok(v)
+        };
+        Ok(match c {
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            '\\' => '\\',
+            '"' => '"',
+            '[' => '[',
+            ']' => ']',
+            '-' => '-',
+            '^' => '^',
+            'x' => hex(2, i)?,
+            'u' => hex(4, i)?,
+            'U' => hex(8, i)?,
+            other => return err(format!("line {line}: unknown escape \\{other}")),
+        })
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\n' => {
+                line += 1;
+                i += 1;
+            }
+            c if c.is_whitespace() => i += 1,
+            '#' => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            ':' if chars.get(i + 1) == Some(&':') && chars.get(i + 2) == Some(&'=') => {
+                out.push((line, G::Define));
+                i += 3;
+            }
+            '"' => {
+                let start = line;
+                let mut s = String::new();
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None => return err(format!("line {start}: unterminated string")),
+                        Some('"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some('\\') => s.push(escape(&chars, &mut i, line)?),
+                        Some('\n') => return err(format!("line {line}: newline inside a string")),
+                        Some(&c) => {
+                            s.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+                out.push((start, G::Literal(s)));
+            }
+            '[' => {
+                let mut s = String::from("[");
+                i += 1;
+                if chars.get(i) == Some(&'^') {
+                    s.push('^');
+                    i += 1;
+                }
+                loop {
+                    match chars.get(i) {
+                        None | Some('\n') => {
+                            return err(format!("line {line}: unterminated character class"))
+                        }
+                        Some(']') => {
+                            i += 1;
+                            break;
+                        }
+                        Some('\\') => {
+                            let c = escape(&chars, &mut i, line)?;
+                            push_class_char(&mut s, c);
+                        }
+                        Some(&'-') => {
+                            s.push('-');
+                            i += 1;
+                        }
+                        Some(&c) => {
+                            push_class_char(&mut s, c);
+                            i += 1;
+                        }
+                    }
+                }
+                s.push(']');
+                if s == "[]" || s == "[^]" {
+                    return err(format!("line {line}: empty character class"));
+                }
+                out.push((line, G::Class(s)));
+            }
+            '.' => {
+                out.push((line, G::Any));
+                i += 1;
+            }
+            '(' => {
+                out.push((line, G::Open));
+                i += 1;
+            }
+            ')' => {
+                out.push((line, G::Close));
+                i += 1;
+            }
+            '|' => {
+                out.push((line, G::Alt));
+                i += 1;
+            }
+            '*' | '+' | '?' => {
+                out.push((line, G::Op(c.to_string())));
+                i += 1;
+            }
+            '{' => {
+                let end = chars[i..]
+                    .iter()
+                    .position(|&c| c == '}')
+                    .ok_or_else(|| ConstraintError(format!("line {line}: unclosed `{{`")))?;
+                let body: String = chars[i + 1..i + end].iter().filter(|c| !c.is_whitespace()).collect();
+                let ok = !body.is_empty()
+                    && body.chars().all(|c| c.is_ascii_digit() || c == ',')
+                    && body.matches(',').count() <= 1
+                    && !body.starts_with(',');
+                if !ok {
+                    return err(format!("line {line}: bad repetition {{{body}}}"));
+                }
+                out.push((line, G::Op(format!("{{{body}}}"))));
+                i += end + 1;
+            }
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' => {
+                let mut n = String::new();
+                while let Some(&c) = chars.get(i) {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        n.push(c);
+                        i += 1;
+                    } else {
+                        break;
+                    }
+                }
+                out.push((line, G::Name(n)));
+            }
+            other => return err(format!("line {line}: unexpected {other:?}")),
+        }
+    }
+    if out.is_empty() {
+        return err("the grammar has no rules");
+    }
+    Ok(out)
+}
+
+/// A literal character inside a regex class, escaped where regex syntax needs it.
+fn push_class_char(s: &mut String, c: char) {
+    match c {
+        '\\' | ']' | '[' | '^' | '-' | '/' => {
+            s.push('\\');
+            s.push(c);
+        }
+        '\n' => s.push_str("\\n"),
+        '\t' => s.push_str("\\t"),
+        '\r' => s.push_str("\\r"),
+        c => s.push(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn gbnf_rules_literals_classes_and_repeats_translate() {
+        let g = r#"
+# a comment
+root ::= greeting " " name ("!" | "?")*
+greeting ::= "hi" | "h\u00e9llo"
+name ::= [A-Z] [a-z\-]{1,8}
+"#;
+        let lark = gbnf_to_lark(g).unwrap();
+        assert!(lark.starts_with("start: g_root\n"), "{lark}");
+        assert!(lark.contains("g_greeting: \"hi\" | \"héllo\""), "{lark}");
+        assert!(lark.contains("/[A-Z]/ /[a-z\\-]/{1,8}"), "{lark}");
+        assert!(looks_like_gbnf(g));
+        assert!(!looks_like_gbnf("start: \"a\" | \"b\"\n"));
+    }
+
+    #[test]
+    fn gbnf_errors_name_the_line() {
+        let e = gbnf_to_lark("root ::= a\n").unwrap_err().0;
+        assert!(e.contains("line 1") && e.contains("\"a\""), "{e}");
+        let e = gbnf_to_lark("root ::= \"x\"\nb ::= \"unterminated\n").unwrap_err().0;
+        assert!(e.contains("line 2"), "{e}");
+        let e = gbnf_to_lark("x ::= \"y\"\n").unwrap_err().0;
+        assert!(e.contains("root"), "{e}");
+        let e = gbnf_to_lark("root ::= (\"a\"\n").unwrap_err().0;
+        assert!(e.contains("unclosed"), "{e}");
+        let e = gbnf_to_lark("root ::= [a-z\n").unwrap_err().0;
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn one_of_needs_disjoint_branches_and_the_error_names_the_place() {
+        let ok = json!({"properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}});
+        Constraint::json_schema(ok).unwrap();
+        let tagged = json!({"oneOf": [
+            {"type": "object", "required": ["kind"], "properties": {"kind": {"const": "a"}}},
+            {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["b", "c"]}}}
+        ]});
+        Constraint::json_schema(tagged).unwrap();
+        let bad = json!({"properties": {"n/x": {"oneOf": [{"type": "number"}, {"type": "integer"}]}}});
+        let e = Constraint::json_schema(bad).unwrap_err().0;
+        assert!(e.starts_with("/properties/n~1x/oneOf: branches 0 and 1"), "{e}");
+        // A `const` value that happens to look like a schema is data, not checked.
+        Constraint::json_schema(json!({"const": {"oneOf": [1, 1]}})).unwrap();
+        assert!(Constraint::json_schema(json!(3)).is_err());
+        let e = Constraint::json_schema_text("{\"type\": }").unwrap_err().0;
+        assert!(e.contains("line 1 column"), "{e}");
+    }
+
+    #[test]
+    fn choices_must_be_nonempty_and_distinct() {
+        assert!(Constraint::choices(vec![]).is_err());
+        assert!(Constraint::choices(vec!["a".into(), "".into()]).is_err());
+        assert!(Constraint::choices(vec!["a".into(), "a".into()]).is_err());
+        let c = Constraint::choices(vec!["yes".into(), "say \"no\"".into()]).unwrap();
+        assert_eq!(c.lark(), r#"start: "yes" | "say \"no\"""#);
+    }
+}

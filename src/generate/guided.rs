@@ -1,0 +1,137 @@
+//! The generation loop under a constraint. Three things make it cheap:
+//! - the next mask is computed on its own thread while the forward pass runs (both need only
+//!   the tokens so far);
+//! - tokens the constraint forces (a schema's keys, quotes, commas) are appended without
+//!   sampling and run through the model as one batch, like a prompt chunk;
+//! - sampling reads only the allowed ids ([`Sampler::sample_allowed`]), so the mask is never
+//!   a second pass over the logits.
+
+use super::{Control, FinishReason, Generation, Sequence, PREFILL_CHUNK};
+use crate::constrain::Guide;
+use crate::model::{Logits, Model, State};
+use crate::sampler::Sampler;
+use crate::Error;
+use std::time::Instant;
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    stop_ids: &[u32],
+    max_tokens: usize,
+    guide: &mut Guide,
+    mut on_token: impl FnMut(u32) -> Control,
+) -> Result<Generation, Error> {
+    prompt.iter().for_each(|&id| sampler.accept(id));
+    let start = Instant::now();
+    let mut next = if guide.active() {
+        forward_sample(model, state, prompt, guide, sampler)?
+    } else {
+        super::prefill_sampled(model, state, prompt, sampler)?
+    };
+    let prefill_time = start.elapsed();
+
+    let start = Instant::now();
+    let mut seq = Sequence::new(stop_ids, max_tokens);
+    let mut forced_tokens = 0;
+    let capacity = state.cache.capacity();
+    let finish_reason = loop {
+        let free = capacity - state.cache.len();
+        let end = seq.accept(next, free, |t| {
+            sampler.accept(t);
+            on_token(t)
+        });
+        if let Some(reason) = end {
+            break reason;
+        }
+        if guide.active() {
+            guide.consume(&[next])?;
+            if guide.stopped() {
+                break FinishReason::Stop;
+            }
+        } else {
+            guide.watch(next);
+            if !guide.active() {
+                next = super::sample_step(model, state, next, sampler)?;
+                continue;
+            }
+        }
+        let mut batch = vec![next];
+        let forced = guide.forced();
+        let mut end = None;
+        for &f in &forced {
+            let free = capacity - state.cache.len() - batch.len();
+            end = seq.accept(f, free, |t| {
+                sampler.accept(t);
+                on_token(t)
+            });
+            if end != Some(FinishReason::Stop) {
+                batch.push(f);
+                forced_tokens += 1;
+            }
+            if end.is_some() {
+                break;
+            }
+        }
+        guide.consume(&batch[1..])?;
+        if let Some(reason) = end {
+            break reason;
+        }
+        if guide.stopped() {
+            break FinishReason::Stop;
+        }
+        next = forward_sample(model, state, &batch, guide, sampler)?;
+    };
+    Ok(Generation {
+        tokens: seq.tokens,
+        finish_reason,
+        prefill_tokens: prompt.len(),
+        prefill_time,
+        decode_time: start.elapsed(),
+        forced_tokens,
+    })
+}
+
+/// Runs `tokens` (in prompt-sized chunks) and samples the next token from those the guide
+/// allows after them. The mask is computed on a second thread during the last chunk's
+/// forward pass: it depends only on the tokens, which the guide has already consumed.
+fn forward_sample(
+    model: &Model,
+    state: &mut State,
+    tokens: &[u32],
+    guide: &mut Guide,
+    sampler: &mut Sampler,
+) -> Result<u32, Error> {
+    let split = tokens.len() - (tokens.len() - 1) % PREFILL_CHUNK - 1;
+    for chunk in tokens[..split].chunks(PREFILL_CHUNK) {
+        model.forward_batch(state, chunk, Logits::None)?;
+    }
+    let last = &tokens[split..];
+    std::thread::scope(|s| {
+        let mask = s.spawn(|| guide.mask());
+        let batch;
+        let logits: &[f32] = if let [one] = last {
+            model
+                .step(state, *one, true)?
+                .expect("logits were requested")
+        } else {
+            batch = model.forward_batch(state, last, Logits::Last)?;
+            &batch
+        };
+        let mask = match mask.join() {
+            Ok(m) => m?,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        sampler
+            .sample_allowed(logits, mask.as_slice())
+            .ok_or_else(|| {
+                Error::Invalid(
+                    "the constraint allows no token of this vocabulary here (a grammar that \
+                     needs text the tokenizer cannot write?)"
+                        .into(),
+                )
+            })
+    })
+}
