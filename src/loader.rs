@@ -186,7 +186,9 @@ impl LoadedModel {
 
     /// The grammar engine for this model's vocabulary (built on first use: it reads every
     /// token).
-    pub fn grammars(&self) -> Result<&crate::constrain::Grammars, crate::constrain::ConstraintError> {
+    pub fn grammars(
+        &self,
+    ) -> Result<&crate::constrain::Grammars, crate::constrain::ConstraintError> {
         if let Some(g) = self.grammars.get() {
             return Ok(g);
         }

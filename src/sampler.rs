@@ -261,18 +261,20 @@ fn penalized(l: f32, n: u32, c: &SamplerConfig) -> f32 {
 
 /// The ids below `len` whose bits are set, in increasing order; zero words are skipped whole.
 fn set_ids(bits: &[u32], len: usize) -> impl Iterator<Item = u32> + '_ {
-    bits.iter().enumerate().flat_map(move |(w, &word)| {
-        let mut word = word;
-        std::iter::from_fn(move || {
-            if word == 0 {
-                return None;
-            }
-            let b = word.trailing_zeros();
-            word &= word - 1;
-            Some(w as u32 * 32 + b)
+    bits.iter()
+        .enumerate()
+        .flat_map(move |(w, &word)| {
+            let mut word = word;
+            std::iter::from_fn(move || {
+                if word == 0 {
+                    return None;
+                }
+                let b = word.trailing_zeros();
+                word &= word - 1;
+                Some(w as u32 * 32 + b)
+            })
         })
-    })
-    .take_while(move |&id| (id as usize) < len)
+        .take_while(move |&id| (id as usize) < len)
 }
 
 /// Index of the largest logit; the first one on ties, as `torch.argmax` does.
@@ -498,5 +500,112 @@ mod tests {
             ..SamplerConfig::default()
         })
         .contains("top-p"));
+    }
+
+    /// Pseudo-random logits with ties, odd length (not a multiple of the 32-id mask words).
+    fn logits(n: usize, seed: u64) -> Vec<f32> {
+        let mut r = Rng::new(seed);
+        (0..n)
+            .map(|_| ((r.next_f64() * 40.0) as i32) as f32 * 0.25 - 5.0)
+            .collect()
+    }
+
+    fn configs() -> Vec<SamplerConfig> {
+        let base = SamplerConfig::default();
+        vec![
+            base.clone(),
+            SamplerConfig {
+                temperature: 0.8,
+                seed: 3,
+                ..base.clone()
+            },
+            SamplerConfig {
+                temperature: 1.2,
+                top_k: 7,
+                top_p: 0.9,
+                min_p: 0.05,
+                seed: 9,
+                ..base.clone()
+            },
+            SamplerConfig {
+                repeat_penalty: 1.3,
+                presence_penalty: 0.4,
+                frequency_penalty: 0.2,
+                ..base.clone()
+            },
+            SamplerConfig {
+                temperature: 0.7,
+                repeat_penalty: 1.1,
+                frequency_penalty: 0.5,
+                seed: 5,
+                ..base
+            },
+        ]
+    }
+
+    #[test]
+    fn sampling_under_a_full_mask_is_plain_sampling() {
+        let n: usize = 1001;
+        let all = vec![u32::MAX; n.div_ceil(32)];
+        for (k, cfg) in configs().into_iter().enumerate() {
+            let (mut a, mut b) = (Sampler::new(cfg.clone()), Sampler::new(cfg));
+            for step in 0..50 {
+                let l = logits(n, (k * 100 + step) as u64);
+                let (x, y) = (a.sample(&l), b.sample_allowed(&l, &all).unwrap());
+                assert_eq!(x, y, "config {k} step {step}");
+                a.accept(x);
+                b.accept(y);
+            }
+        }
+    }
+
+    #[test]
+    fn sampling_under_a_mask_draws_only_allowed_ids_and_matches_masked_logits() {
+        let n: usize = 777;
+        for (k, cfg) in configs().into_iter().enumerate() {
+            let mut r = Rng::new(k as u64);
+            for step in 0..40 {
+                let l = logits(n, step);
+                let mut bits = vec![0u32; n.div_ceil(32)];
+                for id in 0..n {
+                    if r.next_u64() % 5 == 0 {
+                        bits[id / 32] |= 1 << (id % 32);
+                    }
+                }
+                // The same draw as plain sampling over logits with the others at -inf.
+                let masked: Vec<f32> = (0..n)
+                    .map(|i| {
+                        if bits[i / 32] >> (i % 32) & 1 == 1 {
+                            l[i]
+                        } else {
+                            f32::NEG_INFINITY
+                        }
+                    })
+                    .collect();
+                let mut a = Sampler::new(cfg.clone());
+                let mut b = Sampler::new(cfg.clone());
+                for id in [3u32, 3, 10, 500] {
+                    a.accept(id);
+                    b.accept(id);
+                }
+                let got = b.sample_allowed(&l, &bits).unwrap();
+                assert!(
+                    bits[got as usize / 32] >> (got % 32) & 1 == 1,
+                    "config {k}: {got} not allowed"
+                );
+                if cfg.temperature == 0.0 {
+                    assert_eq!(got, a.sample(&masked), "config {k} step {step}");
+                }
+            }
+            // Nothing allowed: no token, not a panic. Bits past the vocabulary are ignored.
+            let mut s = Sampler::new(cfg.clone());
+            assert_eq!(
+                s.sample_allowed(&logits(n, 1), &vec![0; n.div_ceil(32)]),
+                None
+            );
+            let mut past = vec![0u32; n.div_ceil(32)];
+            past[n / 32] = u32::MAX << (n % 32);
+            assert_eq!(s.sample_allowed(&logits(n, 1), &past), None);
+        }
     }
 }

@@ -253,7 +253,8 @@ impl Chat {
             FinishReason::Stop => {}
         }
         if !turn.complete {
-            self.ui.note("(the answer is cut before it completes the constraint: it is not valid)");
+            self.ui
+                .note("(the answer is cut before it completes the constraint: it is not valid)");
         }
         for call in &turn.tool_calls {
             self.ui.note(&format!(
@@ -349,7 +350,11 @@ impl Chat {
                 });
                 match checked {
                     Ok(()) => {
-                        let what = next.constraint.as_ref().map(|c| c.describe()).unwrap_or_default();
+                        let what = next
+                            .constraint
+                            .as_ref()
+                            .map(|c| c.describe())
+                            .unwrap_or_default();
                         session.format = next;
                         ui.note(&format!("(answers follow the {what} until /free)"));
                     }

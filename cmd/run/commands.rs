@@ -249,12 +249,17 @@ mod tests {
         );
         assert_eq!(
             parse("/schema {\"type\": \"object\"}"),
-            Input::Command(ChatCommand::Shape(Shape::Schema("{\"type\": \"object\"}".into())))
+            Input::Command(ChatCommand::Shape(Shape::Schema(
+                "{\"type\": \"object\"}".into()
+            )))
         );
         assert_eq!(parse("/free"), Input::Command(ChatCommand::Free));
         assert_eq!(
             parse("/tool get_weather {\"t\": 21}"),
-            Input::Command(ChatCommand::Tool("get_weather".into(), "{\"t\": 21}".into()))
+            Input::Command(ChatCommand::Tool(
+                "get_weather".into(),
+                "{\"t\": 21}".into()
+            ))
         );
         assert!(matches!(parse("/tool get_weather"), Input::Invalid(m) if m.contains("result")));
         assert!(matches!(parse("/schema"), Input::Invalid(_)));

@@ -78,7 +78,11 @@ pub fn from_args(args: &RunArgs) -> Result<Option<FormatArg>> {
         if !tools.iter().any(|t| &t.name == n) {
             return Err(anyhow!(
                 "--tool-choice {n}: expected auto, required, none or a tool's name ({})",
-                tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+                tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
     }

@@ -1,11 +1,11 @@
 //! One prompt, one answer: streamed text, or the whole answer as `--json`.
 
+use super::format::FormatArg;
 use super::options::{stats_line, RunArgs};
 use crate::term;
 use anyhow::{bail, Result};
 use pocket::chat::ChatSettings;
 use pocket::chat_template::Message;
-use super::format::FormatArg;
 use pocket::constrain::tools::parse_calls;
 use pocket::generate::{generate_text_guided, Control, FinishReason, StopAt};
 use pocket::loader::LoadedModel;

@@ -104,18 +104,39 @@ pub struct RunArgs {
     pub first_logits: bool,
     /// The answer is one JSON value valid under this JSON schema: a file, or the schema itself
     /// (text starting with `{`). Unsupported schema keywords are refused before generation
-    #[arg(long, value_name = "FILE|JSON", group = "format", help_heading = "Structured output")]
+    #[arg(
+        long,
+        value_name = "FILE|JSON",
+        group = "format",
+        help_heading = "Structured output"
+    )]
     pub json_schema: Option<String>,
     /// The answer matches this grammar: a Lark file (llguidance's dialect) or a GBNF file
     /// (llama.cpp's `root ::= …`)
-    #[arg(long, value_name = "FILE", group = "format", help_heading = "Structured output")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        group = "format",
+        help_heading = "Structured output"
+    )]
     pub grammar: Option<PathBuf>,
     /// The answer matches this regular expression, all of it
-    #[arg(long, value_name = "RE", group = "format", help_heading = "Structured output")]
+    #[arg(
+        long,
+        value_name = "RE",
+        group = "format",
+        help_heading = "Structured output"
+    )]
     pub regex: Option<String>,
     /// The answer is exactly one of these labels (comma-separated): classification in one
     /// short decode
-    #[arg(long, value_name = "A,B,…", value_delimiter = ',', group = "format", help_heading = "Structured output")]
+    #[arg(
+        long,
+        value_name = "A,B,…",
+        value_delimiter = ',',
+        group = "format",
+        help_heading = "Structured output"
+    )]
     pub choices: Option<Vec<String>>,
     /// Tools the model may call: a JSON file holding OpenAI's `tools` array. Calls come back as
     /// `tool_calls` in --json
@@ -123,7 +144,13 @@ pub struct RunArgs {
     pub tools: Option<PathBuf>,
     /// auto: the model decides (a call it opens is constrained to a tool's schema); required:
     /// it must call one; none: tools are not offered; NAME: it must call that tool
-    #[arg(long, value_name = "CHOICE", requires = "tools", default_value = "auto", help_heading = "Structured output")]
+    #[arg(
+        long,
+        value_name = "CHOICE",
+        requires = "tools",
+        default_value = "auto",
+        help_heading = "Structured output"
+    )]
     pub tool_choice: String,
     /// Chat history file [default: $XDG_STATE_HOME/pocket/history, else
     /// ~/.local/state/pocket/history]

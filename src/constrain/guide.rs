@@ -1,6 +1,6 @@
 //! A compiled constraint following one answer: which tokens may come next, which are forced.
 
-use super::spec::{Constraint, ConstraintError};
+use super::spec::{with_options, Constraint, ConstraintError};
 use super::vocab::Vocabulary;
 use crate::tokenizer::TextTokenizer;
 use crate::Error;
@@ -33,7 +33,10 @@ impl Grammars {
     /// Compiles `c`; what the engine does not implement (a schema keyword, a grammar
     /// construct) is refused here, before generation.
     pub fn compile(&self, c: &Constraint) -> Result<Guide, ConstraintError> {
-        let grammar = TopLevelGrammar::from_lark(c.lark());
+        let grammar = match c {
+            Constraint::JsonSchema(s) => TopLevelGrammar::from_json_schema(with_options(s)),
+            _ => TopLevelGrammar::from_lark(c.lark()),
+        };
         let parser = self
             .factory
             .create_parser(grammar)
@@ -60,11 +63,23 @@ impl Grammars {
     }
 }
 
-/// llguidance's messages, without the prefix that names its own internals.
+/// llguidance's message on one line: without the echo of the grammar source (`  1 | …` and
+/// the `^` under it) and the prefix that names its own internals.
 fn clean(msg: &str) -> String {
-    msg.trim()
+    let parts: Vec<&str> = msg
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .filter(|l| !l.chars().all(|c| c == '^' || c == ' '))
+        .filter(|l| {
+            let (n, rest) = l.split_at(l.find(|c: char| !c.is_ascii_digit()).unwrap_or(l.len()));
+            !(!n.is_empty() && rest.trim_start().starts_with('|'))
+        })
+        .collect();
+    parts
+        .join(": ")
+        .replace("failed to compile JSON schema: ", "")
         .trim_start_matches("Error: ")
-        .trim_start_matches("error: ")
         .to_string()
 }
 
@@ -114,7 +129,9 @@ impl Guide {
     /// The tokens allowed next, as a bit set over the vocabulary (the end-of-sequence ids are
     /// set when the text so far is complete).
     pub fn mask(&mut self) -> Result<SimpleVob, Error> {
-        self.matcher.compute_mask().map_err(|e| self.fail("mask", e))
+        self.matcher
+            .compute_mask()
+            .map_err(|e| self.fail("mask", e))
     }
 
     pub fn consume(&mut self, tokens: &[u32]) -> Result<(), Error> {

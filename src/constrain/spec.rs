@@ -37,6 +37,7 @@ impl Constraint {
             _ => return err("a JSON schema must be an object or a boolean"),
         }
         check_one_of(&schema, "")?;
+        check_keywords(&schema, "")?;
         Ok(Constraint::JsonSchema(schema))
     }
 
@@ -67,6 +68,12 @@ impl Constraint {
     pub fn regex(re: &str) -> Result<Constraint, ConstraintError> {
         if re.is_empty() {
             return err("the regular expression is empty");
+        }
+        if let Err(e) = regex_syntax::Parser::new().parse(re) {
+            return err(format!(
+                "{re:?} is not a regular expression: {}",
+                last_line(&e.to_string())
+            ));
         }
         Ok(Constraint::Regex(re.to_string()))
     }
@@ -187,6 +194,100 @@ fn check_one_of(v: &Value, at: &str) -> Result<(), ConstraintError> {
     }
 }
 
+/// Draft 2020-12 (and draft 7) keywords the grammar engine does not implement. llguidance
+/// refuses them too, but without saying where; this walk names the place.
+const UNSUPPORTED: [&str; 15] = [
+    "not",
+    "if",
+    "then",
+    "else",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "$dynamicRef",
+];
+
+/// Keywords whose value is a map from names to subschemas.
+const SCHEMA_MAPS: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+/// Keywords whose value is a subschema or a list of them.
+const SCHEMA_VALUES: [&str; 8] = [
+    "items",
+    "additionalItems",
+    "prefixItems",
+    "additionalProperties",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "contains",
+];
+
+/// Refuses unsupported keywords and unreadable `pattern`s, naming the place; walks only
+/// where subschemas live, so a property *named* `not` is fine.
+fn check_keywords(v: &Value, at: &str) -> Result<(), ConstraintError> {
+    let Value::Object(m) = v else {
+        return Ok(());
+    };
+    for (k, sub) in m {
+        let here = format!("{at}/{}", seg(k));
+        if UNSUPPORTED.contains(&k.as_str()) {
+            return err(format!(
+                "{here}: the keyword {k:?} is not supported by constrained decoding"
+            ));
+        }
+        if k == "pattern" {
+            let Some(p) = sub.as_str() else {
+                return err(format!("{here}: a pattern must be a string"));
+            };
+            if let Err(e) = regex_syntax::Parser::new().parse(p) {
+                return err(format!(
+                    "{here}: pattern {p:?} is not a regular expression: {}",
+                    last_line(&e.to_string())
+                ));
+            }
+        }
+        if SCHEMA_MAPS.contains(&k.as_str()) {
+            if let Value::Object(props) = sub {
+                for (name, s) in props {
+                    check_keywords(s, &format!("{here}/{}", seg(name)))?;
+                }
+            }
+        } else if SCHEMA_VALUES.contains(&k.as_str()) {
+            match sub {
+                Value::Array(items) => {
+                    for (i, s) in items.iter().enumerate() {
+                        check_keywords(s, &format!("{here}/{i}"))?;
+                    }
+                }
+                s => check_keywords(s, &here)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// regex-syntax draws the pattern with a caret under the fault; its last line says what.
+fn last_line(msg: &str) -> &str {
+    msg.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .trim_start_matches("error: ")
+}
+
 /// JSON types a schema allows, when it says (`type`, or implied by `const`/`enum`).
 fn types_of(s: &Value) -> Option<Vec<&'static str>> {
     let name = |t: &str| -> Option<&'static str> {
@@ -238,7 +339,11 @@ fn disjoint(a: &Value, b: &Value) -> bool {
     let req = |s: &Value| -> Vec<String> {
         s.get("required")
             .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let (ra, rb) = (req(a), req(b));
@@ -283,7 +388,13 @@ pub fn gbnf_to_lark(text: &str) -> Result<String, ConstraintError> {
             }
             let mut l: String = n
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() {
+                        c.to_ascii_lowercase()
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
             l.insert_str(0, "g_");
             while names.iter().any(|(_, x)| *x == l) {
@@ -306,13 +417,16 @@ pub fn gbnf_to_lark(text: &str) -> Result<String, ConstraintError> {
     let mut out = format!("start: {}\n", lookup("root", 0)?);
     let mut depth = 0usize;
     let mut i = 0;
-    if !matches!(toks.first(), Some((_, G::Name(_)))) || !matches!(toks.get(1), Some((_, G::Define))) {
+    if !matches!(toks.first(), Some((_, G::Name(_))))
+        || !matches!(toks.get(1), Some((_, G::Define)))
+    {
         let line = toks.first().map_or(1, |t| t.0);
         return err(format!("line {line}: expected a rule `name ::= …`"));
     }
     while i < toks.len() {
         let (line, t) = &toks[i];
-        let starts_rule = matches!(t, G::Name(_)) && matches!(toks.get(i + 1), Some((_, G::Define)));
+        let starts_rule =
+            matches!(t, G::Name(_)) && matches!(toks.get(i + 1), Some((_, G::Define)));
         if starts_rule {
             if depth != 0 {
                 return err(format!("line {line}: unclosed `(` before this rule"));
@@ -389,10 +503,15 @@ fn gbnf_lex(text: &str) -> Result<Vec<(usize, G)>, ConstraintError> {
     let mut i = 0;
     let escape = |chars: &[char], i: &mut usize, line: usize| -> Result<char, ConstraintError> {
         // At a backslash: read the escape, leave `i` after it.
-        let c = *chars.get(*i + 1).ok_or_else(|| ConstraintError(format!("line {line}: `\\` at the end")))?;
+        let c = *chars
+            .get(*i + 1)
+            .ok_or_else(|| ConstraintError(format!("line {line}: `\\` at the end")))?;
         *i += 2;
         let hex = |n: usize, i: &mut usize| -> Result<char, ConstraintError> {
-            let s: String = chars.get(*i..*i + n).map(|c| c.iter().collect()).unwrap_or_default();
+            let s: String = chars
+                .get(*i..*i + n)
+                .map(|c| c.iter().collect())
+                .unwrap_or_default();
             let v = u32::from_str_radix(&s, 16)
                 .ok()
                 .filter(|_| s.len() == n)
@@ -516,7 +635,10 @@ fn gbnf_lex(text: &str) -> Result<Vec<(usize, G)>, ConstraintError> {
                     .iter()
                     .position(|&c| c == '}')
                     .ok_or_else(|| ConstraintError(format!("line {line}: unclosed `{{`")))?;
-                let body: String = chars[i + 1..i + end].iter().filter(|c| !c.is_whitespace()).collect();
+                let body: String = chars[i + 1..i + end]
+                    .iter()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
                 let ok = !body.is_empty()
                     && body.chars().all(|c| c.is_ascii_digit() || c == ',')
                     && body.matches(',').count() <= 1
@@ -587,7 +709,9 @@ name ::= [A-Z] [a-z\-]{1,8}
     fn gbnf_errors_name_the_line() {
         let e = gbnf_to_lark("root ::= a\n").unwrap_err().0;
         assert!(e.contains("line 1") && e.contains("\"a\""), "{e}");
-        let e = gbnf_to_lark("root ::= \"x\"\nb ::= \"unterminated\n").unwrap_err().0;
+        let e = gbnf_to_lark("root ::= \"x\"\nb ::= \"unterminated\n")
+            .unwrap_err()
+            .0;
         assert!(e.contains("line 2"), "{e}");
         let e = gbnf_to_lark("x ::= \"y\"\n").unwrap_err().0;
         assert!(e.contains("root"), "{e}");
@@ -606,14 +730,44 @@ name ::= [A-Z] [a-z\-]{1,8}
             {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["b", "c"]}}}
         ]});
         Constraint::json_schema(tagged).unwrap();
-        let bad = json!({"properties": {"n/x": {"oneOf": [{"type": "number"}, {"type": "integer"}]}}});
+        let bad =
+            json!({"properties": {"n/x": {"oneOf": [{"type": "number"}, {"type": "integer"}]}}});
         let e = Constraint::json_schema(bad).unwrap_err().0;
-        assert!(e.starts_with("/properties/n~1x/oneOf: branches 0 and 1"), "{e}");
+        assert!(
+            e.starts_with("/properties/n~1x/oneOf: branches 0 and 1"),
+            "{e}"
+        );
         // A `const` value that happens to look like a schema is data, not checked.
         Constraint::json_schema(json!({"const": {"oneOf": [1, 1]}})).unwrap();
         assert!(Constraint::json_schema(json!(3)).is_err());
         let e = Constraint::json_schema_text("{\"type\": }").unwrap_err().0;
         assert!(e.contains("line 1 column"), "{e}");
+    }
+
+    #[test]
+    fn unsupported_keywords_and_bad_patterns_are_refused_where_they_are() {
+        let e = Constraint::json_schema(json!({"type": "object", "properties": {
+            "tags": {"type": "array", "uniqueItems": true}}}))
+        .unwrap_err()
+        .0;
+        assert!(
+            e.starts_with("/properties/tags/uniqueItems: the keyword \"uniqueItems\""),
+            "{e}"
+        );
+        let e = Constraint::json_schema(json!({"anyOf": [{"type": "string"}, {"not": {}}]}))
+            .unwrap_err()
+            .0;
+        assert!(e.starts_with("/anyOf/1/not:"), "{e}");
+        let e = Constraint::json_schema(json!({"properties": {"d": {"pattern": "[0-9"}}}))
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("/properties/d/pattern: pattern \"[0-9\""),
+            "{e}"
+        );
+        // A property named like a keyword is a name, not a keyword.
+        Constraint::json_schema(json!({"properties": {"not": {"type": "string"}, "if": {}}}))
+            .unwrap();
     }
 
     #[test]

@@ -79,7 +79,11 @@ pub fn parse_tools(text: &str) -> Result<Vec<Tool>, ConstraintError> {
                 .get("function")
                 .filter(|f| f.is_object())
                 .ok_or_else(|| at("\"function\" must be an object"))?,
-            Some(other) => return Err(at(&format!("type {other:?}: only \"function\" tools exist"))),
+            Some(other) => {
+                return Err(at(&format!(
+                    "type {other:?}: only \"function\" tools exist"
+                )))
+            }
             None if item.is_object() => item,
             None => return Err(at("expected an object")),
         };
@@ -111,7 +115,9 @@ pub fn parse_tools(text: &str) -> Result<Vec<Tool>, ConstraintError> {
         };
         if let Some(t) = parameters.get("type") {
             if t != "object" {
-                return Err(at("\"parameters\" must describe an object (type \"object\")"));
+                return Err(at(
+                    "\"parameters\" must describe an object (type \"object\")",
+                ));
             }
         }
         Constraint::json_schema(parameters.clone())
@@ -167,7 +173,11 @@ pub fn call_constraint(
         ToolChoice::Named(n) => vec![tools.iter().find(|t| &t.name == n).ok_or_else(|| {
             ConstraintError(format!(
                 "--tool-choice {n:?}: no such tool (the tools are {})",
-                tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+                tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
         })?],
         _ => tools.iter().collect(),
@@ -287,10 +297,19 @@ mod tests {
         for (text, want) in [
             ("[]", "empty"),
             ("{}", "array"),
-            ("[{\"type\": \"function\", \"function\": {}}]", "tools[0]: \"name\""),
+            (
+                "[{\"type\": \"function\", \"function\": {}}]",
+                "tools[0]: \"name\"",
+            ),
             ("[{\"name\": \"a b\"}]", "tools[0]: name"),
-            ("[{\"name\": \"a\"}, {\"name\": \"a\"}]", "tools[1]: name \"a\" is used twice"),
-            ("[{\"name\": \"a\", \"parameters\": {\"type\": \"string\"}}]", "describe an object"),
+            (
+                "[{\"name\": \"a\"}, {\"name\": \"a\"}]",
+                "tools[1]: name \"a\" is used twice",
+            ),
+            (
+                "[{\"name\": \"a\", \"parameters\": {\"type\": \"string\"}}]",
+                "describe an object",
+            ),
             (
                 "[{\"name\": \"a\", \"parameters\": {\"oneOf\": [{}, {}]}}]",
                 "tools[0]: parameters/oneOf",
@@ -330,9 +349,15 @@ mod tests {
     #[test]
     fn named_choice_must_exist() {
         let t = parse_tools(TOOLS).unwrap();
-        let e = call_constraint(&t, &ToolChoice::Named("nope".into()), false).unwrap_err().0;
+        let e = call_constraint(&t, &ToolChoice::Named("nope".into()), false)
+            .unwrap_err()
+            .0;
         assert!(e.contains("get_weather, ping"), "{e}");
         let c = call_constraint(&t, &ToolChoice::Required, false).unwrap();
-        assert!(c.lark().starts_with("start: \"<tool_call>\" \"\\n\" call"), "{}", c.lark());
+        assert!(
+            c.lark().starts_with("start: \"<tool_call>\" \"\\n\" call"),
+            "{}",
+            c.lark()
+        );
     }
 }

@@ -141,14 +141,7 @@ pub fn generate_guided(
     check_room(state, prompt)?;
     if let Some(guide) = guide {
         return guided::run(
-            model,
-            state,
-            prompt,
-            sampler,
-            stop_ids,
-            max_tokens,
-            guide,
-            on_token,
+            model, state, prompt, sampler, stop_ids, max_tokens, guide, on_token,
         );
     }
     let start = Instant::now();
@@ -256,7 +249,9 @@ pub fn generate_text(
     stop: &StopAt,
     on_text: impl FnMut(&str) -> Control,
 ) -> Result<TextGeneration, Error> {
-    generate_text_guided(model, tokenizer, state, prompt, sampler, stop, None, on_text)
+    generate_text_guided(
+        model, tokenizer, state, prompt, sampler, stop, None, on_text,
+    )
 }
 
 /// [`generate_text`] under a constraint ([`generate_guided`]). The constraint decides where

@@ -11,4 +11,5 @@ mod chat_session;
 mod pocket_format;
 mod real_model;
 mod streaming;
+mod structured;
 mod transformers_parity;
