@@ -782,6 +782,166 @@ fn cases(dir: &Path) -> Vec<Case> {
         code: 1,
         needles: vec!["stdin", "UTF-8", "byte 3"],
     });
+    // Structured output: each bad schema, grammar, regex, choice list or tools file is refused
+    // before generation, naming the flag, the file and the place.
+    let model = tiny("qwen2-tiny").display().to_string();
+    let shaped = |what: &'static str, flag: &str, value: String, needles: &[&'static str]| Case {
+        format: "structured",
+        what,
+        args: vec![
+            "run".into(),
+            model.clone(),
+            "-p".into(),
+            "hi".into(),
+            flag.into(),
+            value,
+        ],
+        stdin: None,
+        code: 1,
+        needles: needles.to_vec(),
+    };
+    let file = |name: &str, text: &str| write(dir, name, text.as_bytes()).display().to_string();
+    v.push(shaped(
+        "schema file is not JSON",
+        "--json-schema",
+        file("broken.schema.json", "{\"type\": \"object\",\n \"properties\": {]}"),
+        &["broken.schema.json", "line 2 column"],
+    ));
+    v.push(shaped(
+        "schema file missing",
+        "--json-schema",
+        dir.join("absent.json").display().to_string(),
+        &["--json-schema", "absent.json", "No such file"],
+    ));
+    v.push(shaped(
+        "unsupported schema keyword",
+        "--json-schema",
+        r#"{"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}}"#.into(),
+        &["/properties/tags/uniqueItems", "not supported"],
+    ));
+    v.push(shaped(
+        "schema pattern is not a regex",
+        "--json-schema",
+        r#"{"properties": {"date": {"type": "string", "pattern": "[0-9"}}}"#.into(),
+        &["/properties/date/pattern", "unclosed character class"],
+    ));
+    v.push(shaped(
+        "oneOf branches overlap",
+        "--json-schema",
+        r#"{"oneOf": [{"type": "number"}, {"type": "integer"}]}"#.into(),
+        &["/oneOf", "branches 0 and 1"],
+    ));
+    v.push(shaped(
+        "unknown string format",
+        "--json-schema",
+        r#"{"type": "string", "format": "postcode"}"#.into(),
+        &["Unknown format", "postcode"],
+    ));
+    v.push(shaped(
+        "unsatisfiable schema",
+        "--json-schema",
+        r#"{"type": "integer", "minimum": 5, "maximum": 2}"#.into(),
+        &["minimum (5) is greater than maximum (2)"],
+    ));
+    v.push(shaped(
+        "schema is not an object",
+        "--json-schema",
+        file("list.json", "[1, 2]"),
+        &["list.json", "object or a boolean"],
+    ));
+    v.push(shaped(
+        "Lark grammar error",
+        "--grammar",
+        file("bad.lark", "start: item\nitem: \"a\" | missing_rule\n"),
+        &["bad.lark", "missing_rule"],
+    ));
+    v.push(shaped(
+        "GBNF rule undefined",
+        "--grammar",
+        file("bad.gbnf", "root ::= greeting\n"),
+        &["bad.gbnf", "line 1", "\"greeting\" is not defined"],
+    ));
+    v.push(shaped(
+        "GBNF unterminated string",
+        "--grammar",
+        file("bad2.gbnf", "root ::= \"a\"\nx ::= \"open\n"),
+        &["bad2.gbnf", "line 2", "string"],
+    ));
+    v.push(shaped(
+        "empty grammar file",
+        "--grammar",
+        file("empty.lark", "  \n"),
+        &["empty.lark", "empty"],
+    ));
+    v.push(shaped(
+        "regex does not parse",
+        "--regex",
+        "(ab".into(),
+        &["--regex", "not a regular expression", "unclosed group"],
+    ));
+    v.push(shaped(
+        "empty choice list",
+        "--choices",
+        "".into(),
+        &["--choices", "choice 1 is empty"],
+    ));
+    v.push(shaped(
+        "duplicate choice",
+        "--choices",
+        "yes,no,yes".into(),
+        &["--choices", "\"yes\" is listed twice"],
+    ));
+    v.push(shaped(
+        "tools file is not an array",
+        "--tools",
+        file("tools-obj.json", "{\"name\": \"x\"}"),
+        &["tools-obj.json", "array of tools"],
+    ));
+    v.push(shaped(
+        "tool without a name",
+        "--tools",
+        file("tools-noname.json", "[{\"type\": \"function\", \"function\": {\"parameters\": {}}}]"),
+        &["tools-noname.json", "tools[0]", "\"name\""],
+    ));
+    v.push(shaped(
+        "tool parameters not an object schema",
+        "--tools",
+        file("tools-params.json", "[{\"name\": \"a\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"not\": {}}}}}]"),
+        &["tools-params.json", "tools[0]: parameters/properties/x/not"],
+    ));
+    let mut unknown_tool = shaped(
+        "tool choice names no tool",
+        "--tools",
+        file("tools-ok.json", "[{\"name\": \"get_weather\"}]"),
+        &["--tool-choice lookup", "get_weather"],
+    );
+    unknown_tool.args.extend(["--tool-choice".into(), "lookup".into()]);
+    v.push(unknown_tool);
+    let mut cut = shaped(
+        "schema cannot finish within -n",
+        "--json-schema",
+        r#"{"type": "string", "minLength": 100}"#.into(),
+        &["before it completed", "--json-schema", "-n N"],
+    );
+    cut.args.extend(["-n".into(), "5".into()]);
+    v.push(cut);
+    v.push(Case {
+        format: "usage",
+        what: "two constraints at once",
+        args: vec![
+            "run".into(),
+            model.clone(),
+            "-p".into(),
+            "hi".into(),
+            "--regex".into(),
+            "a".into(),
+            "--choices".into(),
+            "a,b".into(),
+        ],
+        stdin: None,
+        code: 2,
+        needles: vec!["--choices", "--regex"],
+    });
     v.push(Case {
         format: "usage",
         what: "unknown option",
