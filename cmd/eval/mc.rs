@@ -34,6 +34,16 @@ pub struct McArgs {
     /// question's cached state (same scores, slower; for measuring)
     #[arg(long)]
     pub no_shared_prefix: bool,
+    /// Also answer each question by constrained decoding: greedy generation limited to the
+    /// choices (`pocket run --choices`), from the same context; scored as `acc_constrained`
+    /// next to log-likelihood's `acc`, with how often the two pick the same choice
+    #[arg(long)]
+    pub constrained: bool,
+    /// Ask each question through the model's chat template (the question as the user's
+    /// message, the choice as the start of the answer, no delimiter) instead of --style's
+    /// plain text: how an instruct model is used for classification
+    #[arg(long)]
+    pub chat: bool,
     #[command(flatten)]
     pub run: RunOpts,
 }
@@ -78,7 +88,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
     let max = m.model.spec.max_position_embeddings;
     let ctx = a.run.ctx.unwrap_or(max).min(max);
     let model = model_name(&a.model);
-    let task = format!("mc_{}", a.style.name());
+    let task = format!("mc_{}", if a.chat { "chat" } else { a.style.name() });
     let identity = json!({"task": task, "model": model});
     let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
     let mut engine = Engine::new(&m, ctx);
@@ -86,9 +96,19 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
     let bar = progress(items.len(), "questions", a.run.json);
     let start = Instant::now();
     let (mut tokens_run, mut right) = (0usize, 0usize);
+    let mut constrained_seconds = 0.0;
     let mut scored = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
-        let req = mc::request(it, a.style);
+        let req = if a.chat {
+            let user = [pocket::chat_template::Message::new("user", &it.question)];
+            mc::McRequest {
+                context: m.render_chat(&user, true)?,
+                continuations: it.choices.clone(),
+                choice_texts: it.choices.clone(),
+            }
+        } else {
+            mc::request(it, a.style)
+        };
         let fields =
             obj(json!({"question": it.question, "choices": it.choices, "answer": it.answer}));
         let logged = resume.finished(&it.id, &fields)?;
@@ -112,7 +132,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
         };
         let lls: Vec<f64> = choices.iter().map(|c| c.ll).collect();
         let v = mc::verdict(&lls, &req.choice_texts, it.answer);
-        let scores: Map<String, Value> = [
+        let mut scores: Map<String, Value> = [
             ("acc", v.acc),
             ("acc_norm", v.acc_norm),
             ("acc_bytes", v.acc_bytes),
@@ -120,6 +140,19 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
         .into_iter()
         .map(|(k, b)| (k.to_string(), Value::from(u8::from(b))))
         .collect();
+        let mut constrained_pred = None;
+        if a.constrained {
+            let t = Instant::now();
+            let pred = constrained_choice(&m, &tok, &req, ctx)
+                .map_err(|e| anyhow::anyhow!("{}:{}: {e}", a.data.display(), it.line))?;
+            constrained_seconds += t.elapsed().as_secs_f64();
+            scores.insert(
+                "acc_constrained".into(),
+                Value::from(u8::from(pred == it.answer)),
+            );
+            scores.insert("agree".into(), Value::from(u8::from(pred == v.pred)));
+            constrained_pred = Some(pred);
+        }
         if fresh {
             let result = obj(json!({
                 "lls": lls,
@@ -127,6 +160,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
                 "pred": v.pred,
                 "pred_norm": v.pred_norm,
                 "pred_bytes": v.pred_bytes,
+                "pred_constrained": constrained_pred,
                 "scores": scores,
             }));
             resume.append(&it.id, &fields, result)?;
@@ -147,6 +181,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
         "style": a.style.name(),
         "shared_prefix": !a.no_shared_prefix,
         "tokens_run": tokens_run,
+        "constrained_seconds": a.constrained.then_some(constrained_seconds),
         "resumed": resume.resumed,
         "seconds": secs,
     });
@@ -164,8 +199,61 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
                 String::new()
             }
         );
-        print_metrics(&r, &["acc", "acc_norm", "acc_bytes"]);
+        print_metrics(
+            &r,
+            &["acc", "acc_norm", "acc_bytes", "acc_constrained", "agree"],
+        );
         println!("ran {tokens_run} tokens in {secs:.1} s");
+        if a.constrained {
+            println!("constrained decoding took {constrained_seconds:.1} s of that");
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The choice greedy decoding picks when only the choices may be written: the context encoded
+/// as for log-likelihood, then a guided answer over the continuations (delimiter included).
+fn constrained_choice(
+    m: &LoadedModel,
+    tok: &HarnessTokenizer,
+    req: &mc::McRequest,
+    ctx: usize,
+) -> Result<usize> {
+    use pocket::constrain::Constraint;
+    use pocket::generate::{generate_text_guided, Control, StopAt};
+    use pocket_evals::Tokenize;
+    let (context, conts) = mc::split_trailing_space(req);
+    let prompt = tok.encode(&context).map_err(|e| anyhow::anyhow!(e))?;
+    let c = Constraint::choices(conts.clone()).map_err(|e| anyhow::anyhow!("choices: {}", e.0))?;
+    let mut guide = m
+        .grammars()
+        .map_err(|e| anyhow::anyhow!(e.0))?
+        .compile(&c)
+        .map_err(|e| anyhow::anyhow!(e.0))?;
+    let longest = conts
+        .iter()
+        .map(|c| m.tokenizer.encode(c, false).map(|t| t.len()).unwrap_or(64))
+        .max()
+        .unwrap_or(1);
+    let mut state = m.model.new_state(ctx);
+    let mut sampler = pocket::sampler::Sampler::new(pocket::sampler::SamplerConfig::default());
+    let stop = StopAt {
+        ids: &m.stop_ids,
+        strings: &[],
+        max_tokens: longest * 4 + 8,
+    };
+    let g = generate_text_guided(
+        &m.model,
+        &m.tokenizer,
+        &mut state,
+        &prompt,
+        &mut sampler,
+        &stop,
+        Some(&mut guide),
+        |_| Control::Continue,
+    )?;
+    conts
+        .iter()
+        .position(|c| *c == g.text)
+        .ok_or_else(|| anyhow::anyhow!("constrained answer {:?} is none of the choices", g.text))
 }

@@ -53,6 +53,9 @@ pub fn run(
             .map_err(|e| anyhow::anyhow!("{}: {}", f.origin, e.0))?,
         None => None,
     };
+    if let Some(g) = guide.as_mut() {
+        g.force = !args.debug_no_forced;
+    }
     let first_logits = if args.first_logits {
         let mut st = m.model.new_state(ctx);
         Some(

@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// whatever output its bytes give)
     #[arg(long)]
     pub no_verify: bool,
+    /// Sample every constrained token from its mask, even forced ones (for measuring what
+    /// forced-token batching saves)
+    #[arg(long, hide = true)]
+    pub debug_no_forced: bool,
     /// Sleep this long after each streamed token: for terminal tests and recordings
     #[arg(long, hide = true, default_value_t = 0)]
     pub debug_token_delay_ms: u64,

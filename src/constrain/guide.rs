@@ -48,6 +48,7 @@ impl Grammars {
         Ok(Guide {
             matcher,
             forced: 0,
+            force: true,
             description: c.describe(),
             trigger: None,
             seen: Vec::new(),
@@ -88,6 +89,9 @@ pub struct Guide {
     matcher: Matcher,
     /// Tokens appended without sampling so far.
     pub forced: usize,
+    /// Append forced tokens without sampling (on by default). Off, every token is sampled
+    /// from its mask one step at a time: for measuring what forcing saves.
+    pub force: bool,
     description: String,
     /// Lazy guides: the text that switches the constraint on (`None` once it is on, and for
     /// guides that constrain the whole answer).
@@ -143,7 +147,7 @@ impl Guide {
     /// Tokens the constraint forces next (a schema's fixed keys and punctuation), as the
     /// model's tokenizer writes them; empty when the model has a choice.
     pub fn forced(&mut self) -> Vec<u32> {
-        if self.matcher.is_stopped() {
+        if !self.force || self.matcher.is_stopped() {
             return Vec::new();
         }
         self.matcher.compute_ff_tokens()

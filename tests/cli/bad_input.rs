@@ -804,7 +804,10 @@ fn cases(dir: &Path) -> Vec<Case> {
     v.push(shaped(
         "schema file is not JSON",
         "--json-schema",
-        file("broken.schema.json", "{\"type\": \"object\",\n \"properties\": {]}"),
+        file(
+            "broken.schema.json",
+            "{\"type\": \"object\",\n \"properties\": {]}",
+        ),
         &["broken.schema.json", "line 2 column"],
     ));
     v.push(shaped(
@@ -816,7 +819,8 @@ fn cases(dir: &Path) -> Vec<Case> {
     v.push(shaped(
         "unsupported schema keyword",
         "--json-schema",
-        r#"{"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}}"#.into(),
+        r#"{"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": true}}}"#
+            .into(),
         &["/properties/tags/uniqueItems", "not supported"],
     ));
     v.push(shaped(
@@ -900,7 +904,10 @@ fn cases(dir: &Path) -> Vec<Case> {
     v.push(shaped(
         "tool without a name",
         "--tools",
-        file("tools-noname.json", "[{\"type\": \"function\", \"function\": {\"parameters\": {}}}]"),
+        file(
+            "tools-noname.json",
+            "[{\"type\": \"function\", \"function\": {\"parameters\": {}}}]",
+        ),
         &["tools-noname.json", "tools[0]", "\"name\""],
     ));
     v.push(shaped(
@@ -915,7 +922,9 @@ fn cases(dir: &Path) -> Vec<Case> {
         file("tools-ok.json", "[{\"name\": \"get_weather\"}]"),
         &["--tool-choice lookup", "get_weather"],
     );
-    unknown_tool.args.extend(["--tool-choice".into(), "lookup".into()]);
+    unknown_tool
+        .args
+        .extend(["--tool-choice".into(), "lookup".into()]);
     v.push(unknown_tool);
     let mut cut = shaped(
         "schema cannot finish within -n",

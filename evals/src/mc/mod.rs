@@ -58,6 +58,19 @@ pub struct McRequest {
     pub choice_texts: Vec<String>,
 }
 
+/// The context without trailing spaces and the continuations with them, as lm-eval's
+/// `_encode_pair` splits a request: what constrained decoding then writes after the context.
+pub fn split_trailing_space(req: &McRequest) -> (String, Vec<String>) {
+    let context = req.context.trim_end_matches(' ');
+    let moved = &req.context[context.len()..];
+    let conts = req
+        .continuations
+        .iter()
+        .map(|c| format!("{moved}{c}"))
+        .collect();
+    (context.to_string(), conts)
+}
+
 pub fn request(item: &McItem, style: Style) -> McRequest {
     let (context, choice_texts) = match style {
         Style::Cloze => (
