@@ -107,6 +107,28 @@ def main():
     put("chat_template", "growth", b"{% set s = namespace(x='ab') %}{% for i in range(64) %}{% set s.x = s.x ~ s.x %}{% endfor %}{{ s.x }}")
     put("chat_template", "json", b"{{ messages | tojson(indent=2) }}{{ raise_exception('no') if not messages }}{{ strftime_now('%Y-%m-%d %A') }}")
     shutil.rmtree(work)
+    structured_seeds()
+
+
+def structured_seeds():
+    """Schemas, grammars, regexes, tools and choices: a selector byte (fuzz/src/inputs.rs,
+    split_structured), then the text."""
+    kinds = {"--json-schema": 0, "--grammar": 1, "--regex": 2, "--tools": 3, "--choices": 4}
+    def sput(name, flag, text):
+        put("structured", name, bytes([kinds[flag]]) + text.encode())
+    data = os.path.join(ROOT, "evals", "data", "structured")
+    for line in open(os.path.join(data, "extraction.jsonl"), encoding="utf-8"):
+        case = json.loads(line)
+        if case["id"] in ("en_contact_signature", "zh_train_ticket", "en_invoice", "zh_express_address", "en_recipe_ingredients"):
+            sput("schema-" + case["id"], "--json-schema", json.dumps(case["schema"], ensure_ascii=False))
+    sput("schema-refs", "--json-schema", json.dumps({"$defs": {"p": {"type": "object", "properties": {"n": {"$ref": "#/$defs/p"}}}}, "$ref": "#/$defs/p"}))
+    sput("schema-oneof", "--json-schema", json.dumps({"oneOf": [{"type": "string"}, {"type": "integer", "minimum": -3, "maximum": 3}]}))
+    sput("lark", "--grammar", 'start: item ("," item)*\nitem: /[a-z]+/ | NUM | "红"\nNUM: /[0-9]{1,3}/\n')
+    sput("lark-json", "--grammar", 'start: "<a>" obj "</a>"\nobj: %json {"type": "object", "properties": {"x": {"type": "integer"}}}\n')
+    sput("gbnf", "--grammar", 'root ::= item ("," item)*\nitem ::= [a-z]+ | "\\u00e9" | ("x" | "y"){2,4}\n# comment\n')
+    sput("regex", "--regex", r"(\+1 )?\d{3}-\d{4}|[A-Z]{2,}")
+    sput("tools", "--tools", open(os.path.join(data, "tools.json"), encoding="utf-8").read())
+    sput("choices", "--choices", "set_alarm,weather,天气,other")
 
 
 if __name__ == "__main__":

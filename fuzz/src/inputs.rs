@@ -69,3 +69,31 @@ pub fn scratch() -> PathBuf {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
+
+/// A structured-output input is one selector byte, then the text: a JSON schema, a grammar
+/// (Lark or GBNF), a regex, a tools file or a comma-separated choice list. Returns the `pocket
+/// run` flag that reads it and the text.
+pub fn split_structured(data: &[u8]) -> (&'static str, &[u8]) {
+    let Some((&kind, text)) = data.split_first() else {
+        return ("--json-schema", data);
+    };
+    let flag = match kind % 5 {
+        0 => "--json-schema",
+        1 => "--grammar",
+        2 => "--regex",
+        3 => "--tools",
+        _ => "--choices",
+    };
+    (flag, text)
+}
+
+/// The inverse of [`split_structured`] (for making seeds).
+pub fn join_structured(flag: &str, text: &[u8]) -> Vec<u8> {
+    let kind = ["--json-schema", "--grammar", "--regex", "--tools", "--choices"]
+        .iter()
+        .position(|f| *f == flag)
+        .expect("a structured-output flag") as u8;
+    let mut out = vec![kind];
+    out.extend_from_slice(text);
+    out
+}

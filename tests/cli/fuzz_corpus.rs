@@ -101,6 +101,21 @@ fn committed_fuzz_inputs_never_crash_the_binary() {
         ));
         n += 1;
     }
+    for (i, input) in inputs_of("structured").iter().enumerate() {
+        let data = std::fs::read(input).unwrap();
+        let (flag, text) = inputs::split_structured(&data);
+        let value = match flag {
+            "--regex" | "--choices" => String::from_utf8_lossy(text).to_string(),
+            _ => inputs::write_file(text, tmp.path(), &format!("s{i}.txt"))
+                .unwrap()
+                .display()
+                .to_string(),
+        };
+        let model = common::tiny("qwen2-tiny");
+        let m = model.to_str().unwrap();
+        bad.extend(check(&["run", m, "-p", "hi", "-n", "24", flag, &value], input));
+        n += 1;
+    }
     assert!(n >= 20, "only {n} committed inputs");
     assert!(
         bad.is_empty(),
