@@ -89,10 +89,16 @@ pub fn split_structured(data: &[u8]) -> (&'static str, &[u8]) {
 
 /// The inverse of [`split_structured`] (for making seeds).
 pub fn join_structured(flag: &str, text: &[u8]) -> Vec<u8> {
-    let kind = ["--json-schema", "--grammar", "--regex", "--tools", "--choices"]
-        .iter()
-        .position(|f| *f == flag)
-        .expect("a structured-output flag") as u8;
+    let kind = [
+        "--json-schema",
+        "--grammar",
+        "--regex",
+        "--tools",
+        "--choices",
+    ]
+    .iter()
+    .position(|f| *f == flag)
+    .expect("a structured-output flag") as u8;
     let mut out = vec![kind];
     out.extend_from_slice(text);
     out

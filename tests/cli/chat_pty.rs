@@ -216,6 +216,54 @@ fn unknown_commands_and_bad_settings_are_explained_not_fatal() {
     assert!(!state.path().join("pocket").exists());
 }
 
+/// `/choices`, `/schema` and `/free` in a terminal chat: constrained answers until `/free`,
+/// and a bad schema explained without ending the chat.
+#[test]
+fn constraints_can_be_set_and_cleared_in_a_chat() {
+    let state = tempfile::tempdir().unwrap();
+    let model = fixture("qwen2-tiny");
+    let mut t = Screen::start(
+        &[model.to_str().unwrap(), "--temp", "0", "-n", "40"],
+        state.path(),
+    );
+    t.expect("> ", "the prompt");
+    t.enter("/choices red,green,blue");
+    t.expect(
+        "answers follow the 3 choices until /free",
+        "the choices note",
+    );
+    t.expect("> ", "the prompt");
+    t.enter("pick one");
+    let shown = t.expect("> ", "the answer and the next prompt");
+    let answer = plain(&shown);
+    assert!(
+        ["red", "green", "blue"]
+            .iter()
+            .any(|c| answer.lines().any(|l| l.trim() == *c)),
+        "{answer}"
+    );
+    t.enter(r#"/schema {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["n"], "additionalProperties": false}"#);
+    t.expect("answers follow the JSON schema", "the schema note");
+    t.expect("> ", "the prompt");
+    t.enter("a number please");
+    let answer = plain(&t.expect("> ", "the JSON answer"));
+    assert!(
+        answer.lines().any(|l| {
+            let l = l.trim();
+            l.len() == 8 && l.starts_with("{\"n\": ") && l.ends_with('}')
+        }),
+        "{answer}"
+    );
+    t.enter(r#"/schema {"type": "array", "uniqueItems": true}"#);
+    t.expect("uniqueItems", "the refusal");
+    t.enter("/free");
+    t.expect("free text again", "the free note");
+    t.enter("/exit");
+    t.expect(Eof, "the end of the session");
+    let status = t.session.get_process().wait().unwrap();
+    assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
+}
+
 /// Lines typed while an answer streams are not echoed into it; they run next, in order, and
 /// text typed after the last Enter waits at the next prompt.
 #[test]

@@ -113,7 +113,10 @@ fn committed_fuzz_inputs_never_crash_the_binary() {
         };
         let model = common::tiny("qwen2-tiny");
         let m = model.to_str().unwrap();
-        bad.extend(check(&["run", m, "-p", "hi", "-n", "24", flag, &value], input));
+        bad.extend(check(
+            &["run", m, "-p", "hi", "-n", "24", flag, &value],
+            input,
+        ));
         n += 1;
     }
     assert!(n >= 20, "only {n} committed inputs");

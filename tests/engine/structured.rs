@@ -584,3 +584,33 @@ fn none_offers_no_tools_and_an_untriggered_auto_guide_changes_nothing() {
     .unwrap();
     assert_eq!(free.text, t.text);
 }
+
+#[test]
+fn tools_calls_and_results_render_as_transformers_renders_them() {
+    // Qwen2.5's own template, rendered by transformers' apply_chat_template
+    // (scripts/qwen_tools_reference.py).
+    let dir = crate::common::root().join("fixtures/qwen2.5-tools");
+    let source = std::fs::read_to_string(dir.join("chat_template.jinja")).unwrap();
+    let t = pocket::chat_template::ChatTemplate::new(&source, &dir).unwrap();
+    assert!(t.takes_tools());
+    let r = crate::common::read_json(&dir.join("reference.json"));
+    let tools = parse_tools(&r["tools"].to_string()).unwrap();
+    let raw: Vec<Value> = tools.iter().map(|t| t.raw.clone()).collect();
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 8);
+    for c in cases {
+        let messages: Vec<pocket::chat_template::Message> =
+            serde_json::from_value(c["messages"].clone()).unwrap();
+        let tools = c["tools"].as_bool().unwrap().then_some(raw.as_slice());
+        let got = t
+            .render_with_tools(&messages, tools, true, "", "<|im_end|>")
+            .unwrap();
+        assert_eq!(
+            got,
+            c["rendered"].as_str().unwrap(),
+            "{} (tools: {})",
+            c["name"],
+            tools.is_some()
+        );
+    }
+}
