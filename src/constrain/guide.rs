@@ -49,6 +49,8 @@ impl Grammars {
             matcher,
             forced: 0,
             force: true,
+            mask_time: Default::default(),
+            mask_wait: Default::default(),
             description: c.describe(),
             trigger: None,
             seen: Vec::new(),
@@ -92,6 +94,10 @@ pub struct Guide {
     /// Append forced tokens without sampling (on by default). Off, every token is sampled
     /// from its mask one step at a time: for measuring what forcing saves.
     pub force: bool,
+    /// Time spent computing masks, and the part of it the forward pass did not hide (the
+    /// decode loop waited for the mask after its logits were ready).
+    pub mask_time: std::time::Duration,
+    pub mask_wait: std::time::Duration,
     description: String,
     /// Lazy guides: the text that switches the constraint on (`None` once it is on, and for
     /// guides that constrain the whole answer).
@@ -133,9 +139,10 @@ impl Guide {
     /// The tokens allowed next, as a bit set over the vocabulary (the end-of-sequence ids are
     /// set when the text so far is complete).
     pub fn mask(&mut self) -> Result<SimpleVob, Error> {
-        self.matcher
-            .compute_mask()
-            .map_err(|e| self.fail("mask", e))
+        let t = std::time::Instant::now();
+        let m = self.matcher.compute_mask();
+        self.mask_time += t.elapsed();
+        m.map_err(|e| self.fail("mask", e))
     }
 
     pub fn consume(&mut self, tokens: &[u32]) -> Result<(), Error> {

@@ -109,7 +109,8 @@ fn forward_sample(
         model.forward_batch(state, chunk, Logits::None)?;
     }
     let last = &tokens[split..];
-    std::thread::scope(|s| {
+    let mut waited = std::time::Duration::ZERO;
+    let next = std::thread::scope(|s| {
         let mask = s.spawn(|| guide.mask());
         let batch;
         let logits: &[f32] = if let [one] = last {
@@ -120,10 +121,12 @@ fn forward_sample(
             batch = model.forward_batch(state, last, Logits::Last)?;
             &batch
         };
+        let ready = Instant::now();
         let mask = match mask.join() {
             Ok(m) => m?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
+        waited = ready.elapsed();
         sampler
             .sample_allowed(logits, mask.as_slice())
             .ok_or_else(|| {
@@ -133,5 +136,7 @@ fn forward_sample(
                         .into(),
                 )
             })
-    })
+    });
+    guide.mask_wait += waited;
+    next
 }
