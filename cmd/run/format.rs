@@ -12,6 +12,9 @@ use std::path::Path;
 pub struct FormatArg {
     pub format: AnswerFormat,
     pub origin: String,
+    /// Building the grammar engine for the model's vocabulary and compiling the constraint
+    /// (reported in --json: it is paid once per process).
+    pub setup: std::time::Duration,
 }
 
 fn read(flag: &str, path: &Path) -> Result<String> {
@@ -66,6 +69,7 @@ pub fn from_args(args: &RunArgs) -> Result<Option<FormatArg>> {
                 ..AnswerFormat::default()
             },
             origin,
+            setup: Default::default(),
         }));
     }
     let Some(path) = &args.tools else {
@@ -93,12 +97,15 @@ pub fn from_args(args: &RunArgs) -> Result<Option<FormatArg>> {
             tool_choice,
         },
         origin,
+        setup: Default::default(),
     }))
 }
 
 /// Compiles the format for `m` once, so what the grammar engine refuses (an unimplemented
 /// schema keyword, a grammar error) is reported before generation.
-pub fn check(f: &FormatArg, m: &LoadedModel) -> Result<()> {
+pub fn check(f: &mut FormatArg, m: &LoadedModel) -> Result<()> {
+    let t = std::time::Instant::now();
     f.format.guide(m).map_err(|e| named(&f.origin, e))?;
+    f.setup = t.elapsed();
     Ok(())
 }

@@ -28,9 +28,9 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
     let options = crate::settings::load_options(!args.no_verify)?;
     // Read before the model loads: a bad schema or tools file fails fast.
-    let format = format::from_args(&args)?;
+    let mut format = format::from_args(&args)?;
     let m = LoadedModel::open_with(&args.model, options)?;
-    if let Some(f) = &format {
+    if let Some(f) = &mut format {
         format::check(f, &m)?;
     }
     let ctx = args

@@ -116,6 +116,7 @@ pub fn run(
         if let Some(f) = format {
             obj["forced_tokens"] = json!(g.forced_tokens);
             obj["complete"] = json!(complete);
+            obj["timings"]["constraint_setup_ms"] = json!(f.setup.as_secs_f64() * 1e3);
             if let Some(guide) = &guide {
                 obj["timings"]["mask_ms"] = json!(guide.mask_time.as_secs_f64() * 1e3);
                 obj["timings"]["mask_wait_ms"] = json!(guide.mask_wait.as_secs_f64() * 1e3);

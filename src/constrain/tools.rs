@@ -229,13 +229,30 @@ pub fn parse_calls(answer: &str, names: &[&str]) -> Parsed {
     if !out.calls.is_empty() || !out.errors.is_empty() {
         return out;
     }
-    match read_call(answer.trim()) {
+    match read_call(unfenced(answer.trim())) {
         Ok(call) if names.contains(&call.name.as_str()) => Parsed {
             content: String::new(),
             calls: vec![call],
             errors: Vec::new(),
         },
         _ => out,
+    }
+}
+
+/// The inside of a Markdown code fence (```` ```json … ``` ````) around the whole text, else the
+/// text: code-tuned models write a call that way.
+fn unfenced(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return text;
+    };
+    match body.split_once('\n') {
+        Some((lang, inner)) if lang.trim().chars().all(|c| c.is_ascii_alphanumeric()) => {
+            inner.trim()
+        }
+        _ => text,
     }
 }
 
@@ -342,6 +359,11 @@ mod tests {
         // Untagged: a bare call object to a known tool is a call; to an unknown one, text.
         let bare = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}";
         assert_eq!(parse_calls(bare, &names).calls[0].arguments["city"], "Oslo");
+        let fenced = format!("```json\n{bare}\n```");
+        assert_eq!(parse_calls(&fenced, &names).calls[0].name, "get_weather");
+        assert!(parse_calls("```json\n{\"a\": 1}\n```", &names)
+            .calls
+            .is_empty());
         let joke = "{\"name\": \"Joke\", \"arguments\": {}}";
         assert!(parse_calls(joke, &names).calls.is_empty());
     }

@@ -219,4 +219,51 @@ mod tests {
         // A byte-level string with a character outside the table cannot be read.
         assert!(token_bytes("a\u{4e00}", Spelling::ByteLevel, &t).is_none());
     }
+
+    /// A Gemma-style vocabulary: `▁` for spaces, `<0xAB>` byte tokens, byte fallback.
+    const SENTENCEPIECE: &str = r#"{"version": "1.0", "truncation": null, "padding": null,
+      "added_tokens": [
+        {"id": 0, "content": "<unk>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true},
+        {"id": 1, "content": "<eos>", "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}],
+      "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+      "pre_tokenizer": null, "post_processor": null,
+      "decoder": {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]},
+      "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null,
+        "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
+        "vocab": {"<unk>": 0, "<eos>": 1, "<0xE4>": 2, "<0xBD>": 3, "<0xA0>": 4, "▁": 5, "a": 6,
+                  "b": 7, "▁a": 8, "{": 9, "}": 10},
+        "merges": [["▁", "a"]]}}"#;
+
+    #[test]
+    fn a_byte_fallback_vocabulary_reads_back_its_bytes_and_guides() {
+        let tok = Tokenizer::from_bytes(SENTENCEPIECE.as_bytes()).unwrap();
+        assert_eq!(spelling(&tok), Some(Spelling::ByteFallback { space: '▁' }));
+        // Padded to a model vocabulary of 14: ids 11..13 are unmatchable specials.
+        let v = Vocabulary::new(&tok, 14, &[1]).unwrap();
+        assert_eq!(v.bytes(8), b" a");
+        assert_eq!(v.bytes(5), b" ");
+        assert_eq!(v.bytes(2), [0xE4]);
+        assert_eq!(v.bytes(0)[0], TokTrie::SPECIAL_TOKEN_MARKER);
+        assert_eq!(v.bytes(13)[0], TokTrie::SPECIAL_TOKEN_MARKER);
+        // "你" is E4 BD A0: written byte token by byte token, each one forced in turn.
+        let text = crate::tokenizer::TextTokenizer::from_bytes(
+            SENTENCEPIECE.as_bytes(),
+            std::path::Path::new("sp"),
+        )
+        .unwrap();
+        let g = crate::constrain::Grammars::new(&text, 14, &[1]).unwrap();
+        let c = crate::constrain::Constraint::choices(vec!["你".into(), " a".into()]).unwrap();
+        let mut guide = g.compile(&c).unwrap();
+        let allowed =
+            |m: &toktrie::SimpleVob| (0..14).filter(|&i| m.is_allowed(i)).collect::<Vec<u32>>();
+        let first = allowed(&guide.mask().unwrap());
+        assert_eq!(first, [2, 5, 8], "the first byte of 你, or a space, or ▁a");
+        guide.consume(&[2]).unwrap();
+        assert_eq!(allowed(&guide.mask().unwrap()), [3]);
+        guide.consume(&[3, 4]).unwrap();
+        assert!(guide.accepting());
+        assert!(guide.stopped(), "nothing can follow: the answer ends there");
+    }
 }

@@ -44,6 +44,15 @@ pub(super) fn run(
             on_token(t)
         });
         if let Some(reason) = end {
+            // A limit or the caller ended the answer on a kept token: the guide still takes it,
+            // so whether the text is complete is judged on all of it.
+            if reason != FinishReason::Stop {
+                if guide.active() {
+                    let _ = guide.consume(&[next]);
+                } else {
+                    guide.watch(next);
+                }
+            }
             break reason;
         }
         if guide.active() {
