@@ -114,7 +114,11 @@ mod tests {
         let h = ChatHelper;
         assert_eq!(
             h.complete("/re", 3, &ctx).unwrap(),
-            (0, vec!["/reset".to_string()])
+            (0, vec!["/reset".to_string(), "/regex".to_string()])
+        );
+        assert_eq!(
+            h.complete("/sc", 3, &ctx).unwrap(),
+            (0, vec!["/schema".to_string()])
         );
         assert_eq!(
             h.complete("/set te", 7, &ctx).unwrap(),
