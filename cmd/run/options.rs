@@ -15,7 +15,8 @@ Without -p and with a terminal on stdin, opens a chat: type a message and press 
 ending in \\ continues on the next line (pasted text may span lines). Up/Down recall earlier \
 messages (history file: --history, default $XDG_STATE_HOME/pocket/history or \
 ~/.local/state/pocket/history). Ctrl-C stops an answer (or clears the line), Ctrl-D or /exit \
-leaves; /help lists the commands (/reset, /system, /set, /stats, /save, /load).
+leaves; /help lists the commands (/reset, /system, /set, /stats, /save, /load, and /schema, \
+/choices, /grammar, /regex, /free, /tool for structured answers).
 With stdin not a terminal, the whole of stdin is the prompt.
 
 Sampling defaults: a chat samples with the model's generation_config.json when it sets do_sample \
@@ -31,7 +32,14 @@ Examples:
   pocket run models/smollm2-135m-instruct.pocket
   pocket run SmolLM2-135M-Instruct.Q4_1.gguf -p \"What is the capital of France?\"
   pocket run models/qwen-checkpoint/ --temp 0
-  echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1 --stop \"\\n\\n\"")]
+  echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1 --stop \"\\n\\n\"
+  pocket run MODEL -p \"Ana, 31, Porto\" --json-schema person.json
+  pocket run MODEL -p \"Wake me at 7\" --choices set_alarm,weather,other
+  pocket run MODEL -p \"Weather in Oslo?\" --tools tools.json --tool-choice required --json
+
+Structured output: an answer under --json-schema, --grammar, --regex or --choices that ends \
+normally is complete and valid; one cut by -n or the context is reported (\"complete\": false in \
+--json) and exits 1. See docs/structured-output.md for what is supported.")]
 pub struct RunArgs {
     /// Model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), a
     /// .pocket file or a GGUF file
