@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use super::commands::{ChatCommand, Input, Shape, HELP, SETTINGS};
 use super::editor::{default_history_path, join_continuations, new_editor, ChatEditor};
+use pocket::constrain::tools::ToolChoice;
 
 pub fn main(
     args: &RunArgs,
@@ -362,6 +363,46 @@ impl Chat {
                 }
             }
             ChatCommand::Tool(..) => {}
+            ChatCommand::Tools(None) => {
+                session.format.tools.clear();
+                ui.note("(no tools offered)");
+            }
+            ChatCommand::Tools(Some(path)) => match read_tools(&path) {
+                Ok(tools) => {
+                    let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                    let mut next = session.format.clone();
+                    next.constraint = None;
+                    next.tools = tools;
+                    if let ToolChoice::Named(n) = &next.tool_choice {
+                        if !names.contains(n) {
+                            next.tool_choice = ToolChoice::Auto;
+                        }
+                    }
+                    match next.guide(session.model()) {
+                        Ok(_) => {
+                            session.format = next;
+                            ui.note(&format!("(tools offered: {})", names.join(", ")));
+                        }
+                        Err(e) => ui.note(&format!("(error: /tools {}: {})", path.display(), e.0)),
+                    }
+                }
+                Err(e) => ui.note(&format!("(error: {e:#})")),
+            },
+            ChatCommand::ToolChoice(choice) => {
+                let c = ToolChoice::parse(&choice);
+                let known = match &c {
+                    ToolChoice::Named(n) => session.format.tools.iter().any(|t| &t.name == n),
+                    _ => true,
+                };
+                if !known {
+                    ui.note(&format!(
+                        "(/tool_choice {choice}: expected auto, required, none or a tool's name)"
+                    ));
+                } else {
+                    session.format.tool_choice = c;
+                    ui.note(&format!("(tool choice: {choice})"));
+                }
+            }
         }
     }
 
@@ -425,6 +466,14 @@ fn load(session: &mut ChatSession, path: &Path) -> Result<()> {
     session
         .restore(transcript)
         .with_context(|| format!("{}: not a saved chat", path.display()))
+}
+
+/// An OpenAI tools file, read and checked as `--tools` reads it.
+fn read_tools(path: &Path) -> Result<Vec<pocket::constrain::tools::Tool>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("/tools {}", path.display()))?;
+    pocket::constrain::tools::parse_tools(&text)
+        .map_err(|e| anyhow::anyhow!("/tools {}: {}", path.display(), e.0))
 }
 
 /// What the model answers: a user's message, or a tool's result.

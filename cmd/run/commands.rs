@@ -20,6 +20,8 @@ span lines. Start a message with // to send one that begins with /.
   /grammar FILE         every answer matches this Lark or GBNF grammar
   /regex RE             every answer matches this regular expression
   /free                 answers are free text again
+  /tools FILE           offer the tools of an OpenAI tools JSON file (/tools off: none)
+  /tool_choice CHOICE   auto, required, none or a tool's name (see --tool-choice)
   /tool NAME RESULT     give the model tool NAME's result (JSON or text) and let it go on
   /save FILE            write the conversation (system prompt, messages, settings) as JSON
   /load FILE            read a conversation written by /save
@@ -42,9 +44,24 @@ pub const SETTINGS: [&str; 11] = [
 ];
 
 /// The commands, for completion.
-pub const COMMANDS: [&str; 15] = [
-    "/help", "/reset", "/system", "/set", "/stats", "/schema", "/choices", "/grammar", "/regex",
-    "/free", "/tool", "/save", "/load", "/exit", "/quit",
+pub const COMMANDS: [&str; 17] = [
+    "/help",
+    "/reset",
+    "/system",
+    "/set",
+    "/stats",
+    "/schema",
+    "/choices",
+    "/grammar",
+    "/regex",
+    "/free",
+    "/tools",
+    "/tool_choice",
+    "/tool",
+    "/save",
+    "/load",
+    "/exit",
+    "/quit",
 ];
 
 /// A constraint named in the chat.
@@ -71,6 +88,10 @@ pub enum ChatCommand {
     Free,
     /// A tool's result: the tool's name and the result text.
     Tool(String, String),
+    /// Offer the tools of this file (`None`: offer none).
+    Tools(Option<PathBuf>),
+    /// `auto`, `required`, `none` or a tool's name.
+    ToolChoice(String),
     Save(PathBuf),
     Load(PathBuf),
     Exit,
@@ -139,6 +160,15 @@ pub fn parse(line: &str) -> Input {
         ))),
         "/grammar" => Input::Command(ChatCommand::Shape(Shape::Grammar(PathBuf::from(arg)))),
         "/regex" => Input::Command(ChatCommand::Shape(Shape::Regex(arg.to_string()))),
+        "/tools" if arg.is_empty() => {
+            Input::Invalid("/tools needs a file: /tools tools.json (or /tools off)".into())
+        }
+        "/tools" if arg == "off" => Input::Command(ChatCommand::Tools(None)),
+        "/tools" => Input::Command(ChatCommand::Tools(Some(PathBuf::from(arg)))),
+        "/tool_choice" if arg.is_empty() => Input::Invalid(
+            "/tool_choice needs auto, required, none or a tool's name".into(),
+        ),
+        "/tool_choice" => Input::Command(ChatCommand::ToolChoice(arg.to_string())),
         "/tool" => match arg.split_once(char::is_whitespace) {
             Some((name, result)) if !result.trim().is_empty() => Input::Command(
                 ChatCommand::Tool(name.to_string(), result.trim().to_string()),
@@ -263,6 +293,19 @@ mod tests {
         );
         assert!(matches!(parse("/tool get_weather"), Input::Invalid(m) if m.contains("result")));
         assert!(matches!(parse("/schema"), Input::Invalid(_)));
+        assert_eq!(
+            parse("/tools my tools.json"),
+            Input::Command(ChatCommand::Tools(Some("my tools.json".into())))
+        );
+        assert_eq!(
+            parse("/tools off"),
+            Input::Command(ChatCommand::Tools(None))
+        );
+        assert_eq!(
+            parse("/tool_choice required"),
+            Input::Command(ChatCommand::ToolChoice("required".into()))
+        );
+        assert!(matches!(parse("/tool_choice"), Input::Invalid(_)));
     }
 
     #[test]

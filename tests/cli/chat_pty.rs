@@ -258,6 +258,23 @@ fn constraints_can_be_set_and_cleared_in_a_chat() {
     t.expect("uniqueItems", "the refusal");
     t.enter("/free");
     t.expect("free text again", "the free note");
+    let tools = state.path().join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"name": "get_weather", "parameters": {"type": "object"}}]"#,
+    )
+    .unwrap();
+    t.enter(&format!("/tools {}", tools.display()));
+    t.expect("tools offered: get_weather", "the tools note");
+    t.enter("/tool_choice lookup");
+    t.expect(
+        "expected auto, required, none or a tool's name",
+        "the bad choice note",
+    );
+    t.enter("/tool_choice get_weather");
+    t.expect("tool choice: get_weather", "the choice note");
+    t.enter("/tools off");
+    t.expect("no tools offered", "the tools-off note");
     t.enter("/exit");
     t.expect(Eof, "the end of the session");
     let status = t.session.get_process().wait().unwrap();
