@@ -151,7 +151,9 @@ fn chat_session_in_a_terminal() {
     t.enter(&format!("/save {}", saved.display()));
     t.expect("(saved 6 messages to", "the /save confirmation");
 
-    // Ctrl-D leaves with status 0.
+    // Ctrl-D at the prompt leaves with status 0. (Wait for the prompt: a Ctrl-D that arrives
+    // before the line editor has the terminal in raw mode is eaten by the tty's cooked mode.)
+    t.expect("> ", "the prompt after /save");
     t.key(ControlCode::EndOfTransmission);
     t.expect(Eof, "the end of the session");
     let status = t.session.get_process().wait().unwrap();
