@@ -13,6 +13,7 @@ mod quant_args;
 mod quantize;
 mod run;
 mod settings;
+mod speculate_args;
 mod term;
 
 use clap::{Parser, Subcommand};

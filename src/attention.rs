@@ -13,12 +13,27 @@ const MIN_SPAN: usize = 256;
 /// Shorter contexts attend on the calling thread (the pool's wake-up would cost more).
 const MIN_PARALLEL: usize = 64;
 
+/// How one row's attention over a long context is split into spans of positions. Decoding
+/// splits a long context so both cores share it; the spans' running states are merged in a
+/// fixed order, which rounds differently from one pass over the whole span. Speculative
+/// verification runs several rows, one per task, yet each must equal what decoding computes, so
+/// it takes decoding's spans on its own thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// Decoding (one row): decoding's spans, run on the worker pool.
+    Pool,
+    /// Decoding's spans, folded and merged on the calling thread in the same order: the same
+    /// bits as [`Split::Pool`] (verifying speculated tokens).
+    Inline,
+    /// One span (prefill and perplexity: rows already run one per task).
+    Whole,
+}
+
 /// Query heads `q` (one head after another) over the first `n` cached positions of `kv` (with
-/// a `window`, only the last `window` of them), written to `out`. With `parallel` (decode: one
-/// token at a time), a long context is split into spans of positions per KV head on the worker
-/// pool and the spans' running states are merged; batched prefill already runs one token per
-/// task and passes false. A ring cache (a sliding-window layer) holds position `p` in slot
-/// `p % slots`: a span of positions is one or two spans of slots.
+/// a `window`, only the last `window` of them), written to `out`, split as `split` says. A
+/// ring cache (a sliding-window layer) holds position `p` in slot `p % slots`: a span of
+/// positions is one or two spans of slots.
+#[allow(clippy::too_many_arguments)]
 pub fn attend(
     cpu: Cpu,
     s: &ModelSpec,
@@ -27,7 +42,7 @@ pub fn attend(
     n: usize,
     window: Option<usize>,
     out: &mut [f32],
-    parallel: bool,
+    split: Split,
 ) {
     let (d, g, kvh) = (s.head_dim, s.group_size(), s.num_kv_heads);
     let scale = s.attn_scale();
@@ -37,7 +52,11 @@ pub fn attend(
     let group_q = |h: usize| &qs[h * g * d..(h + 1) * g * d];
     let pool = crate::kernels::pool::global();
     let threads = pool.threads();
-    if !parallel || threads == 1 || len < MIN_PARALLEL || (kvh == 1 && len < 2 * MIN_SPAN) {
+    if split == Split::Whole
+        || threads == 1
+        || len < MIN_PARALLEL
+        || (kvh == 1 && len < 2 * MIN_SPAN)
+    {
         for h in 0..kvh {
             let mut run = Running::new(g, d);
             fold(cpu, group_q(h), d, kv, h, start, n, &mut run);
@@ -51,18 +70,30 @@ pub fn attend(
     let base = start / TILE * TILE;
     let tiles = (n - base).div_ceil(TILE);
     let bound = |i: usize| (base + tiles * i / splits * TILE).clamp(start, n);
-    let parts: Vec<std::sync::Mutex<Running>> = (0..kvh * splits)
-        .map(|_| std::sync::Mutex::new(Running::new(g, d)))
-        .collect();
-    pool.run(parts.len(), &|task| {
+    let span = |task: usize| {
         let (h, i) = (task / splits, task % splits);
-        let mut run = parts[task].lock().unwrap_or_else(|e| e.into_inner());
+        let mut run = Running::new(g, d);
         fold(cpu, group_q(h), d, kv, h, bound(i), bound(i + 1), &mut run);
-    });
-    let parts: Vec<Running> = parts
-        .into_iter()
-        .map(|p| p.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect();
+        run
+    };
+    let parts: Vec<Running> = if split == Split::Inline {
+        (0..kvh * splits).map(span).collect()
+    } else {
+        let parts: Vec<std::sync::Mutex<Option<Running>>> = (0..kvh * splits)
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
+        pool.run(parts.len(), &|task| {
+            *parts[task].lock().unwrap_or_else(|e| e.into_inner()) = Some(span(task));
+        });
+        parts
+            .into_iter()
+            .map(|p| {
+                p.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("the pool ran every span")
+            })
+            .collect()
+    };
     for h in 0..kvh {
         let mut run = parts[h * splits].clone();
         for p in &parts[h * splits + 1..(h + 1) * splits] {
@@ -151,26 +182,19 @@ mod tests {
                         }
                         c
                     });
-                    let cases = [false, true].into_iter().flat_map(|p| {
-                        [(p, &cache)]
-                            .into_iter()
-                            .chain(ring.iter().map(move |r| (p, r)))
-                    });
+                    let cases = [Split::Whole, Split::Pool, Split::Inline]
+                        .into_iter()
+                        .flat_map(|p| {
+                            [(p, &cache)]
+                                .into_iter()
+                                .chain(ring.iter().map(move |r| (p, r)))
+                        });
                     let cpus = crate::kernels::available();
-                    for ((parallel, cache), cpu) in
+                    for ((split, cache), cpu) in
                         cases.flat_map(|c| cpus.iter().map(move |&cpu| (c, cpu)))
                     {
                         let mut got = vec![0.0; 6 * d];
-                        attend(
-                            cpu,
-                            &spec,
-                            &q,
-                            &cache.layer(0),
-                            n,
-                            window,
-                            &mut got,
-                            parallel,
-                        );
+                        attend(cpu, &spec, &q, &cache.layer(0), n, window, &mut got, split);
                         for h in 0..6 {
                             let kv = h / 3;
                             let dot = |t: usize| -> f32 {
@@ -191,11 +215,47 @@ mod tests {
                                 let g = got[h * d + i];
                                 assert!(
                                     (g - o).abs() <= 1e-5,
-                                    "d={d} n={n} window={window:?} parallel={parallel}: {g} vs {o}"
+                                    "d={d} n={n} window={window:?} {split:?}: {g} vs {o}"
                                 );
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Verification's inline spans are decoding's pooled spans, bit for bit, at lengths that
+    /// split (and windows that start inside a tile).
+    #[test]
+    fn inline_spans_equal_pooled_spans_bit_for_bit() {
+        let mut rng = Rng(4);
+        let d = 32;
+        let config = serde_json::json!({
+            "model_type": "llama", "hidden_size": 96, "intermediate_size": 128,
+            "num_hidden_layers": 1, "num_attention_heads": 6, "num_key_value_heads": 2,
+            "head_dim": d, "vocab_size": 10, "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-6
+        });
+        let spec = ModelSpec::from_json(std::path::Path::new("config.json"), &config).unwrap();
+        for n in [300, 777, 2049] {
+            let mut cache = KvCache::new(1, 2, d, n, KvPrecision::F16);
+            for _ in 0..n {
+                cache.push(0, &rng.vec(2 * d, 1.0), &rng.vec(2 * d, 1.0));
+            }
+            let q = rng.vec(6 * d, 1.0);
+            for window in [None, Some(517)] {
+                for cpu in crate::kernels::available() {
+                    let run = |split| {
+                        let mut out = vec![0.0f32; 6 * d];
+                        attend(cpu, &spec, &q, &cache.layer(0), n, window, &mut out, split);
+                        out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        run(Split::Pool),
+                        run(Split::Inline),
+                        "n={n} {window:?} {cpu:?}"
+                    );
                 }
             }
         }

@@ -170,6 +170,7 @@ fn finish(tokenizer: &TextTokenizer, mut l: Live, item: &BatchItem) -> TextGener
     TextGeneration {
         generation: Generation {
             forced_tokens: 0,
+            speculation: None,
             tokens: l.seq.tokens,
             finish_reason: l.finish.unwrap_or(FinishReason::Length),
             prefill_tokens: item.prompt.len(),

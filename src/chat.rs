@@ -10,10 +10,11 @@
 use crate::chat_template::Message;
 use crate::constrain::tools::{parse_calls, ToolCall};
 use crate::constrain::AnswerFormat;
-use crate::generate::{generate_text_guided, Control, Generation, StopAt};
+use crate::generate::{generate_text_with, Assist, Control, Generation, StopAt};
 use crate::loader::LoadedModel;
 use crate::model::State;
 use crate::sampler::{Sampler, SamplerConfig};
+use crate::speculate::Speculator;
 use crate::Error;
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +82,9 @@ pub struct ChatSession<'m> {
     cached: Vec<u32>,
     /// The shape every answer takes from now on (a schema, choices, tools), until changed.
     pub format: AnswerFormat,
+    /// Speculative decoding for free answers (the same answers, fewer passes); answers under a
+    /// constraint decode without it.
+    pub speculate: Option<Speculator<'m>>,
 }
 
 impl<'m> ChatSession<'m> {
@@ -96,6 +100,7 @@ impl<'m> ChatSession<'m> {
             state: model.model.new_state(context),
             cached: Vec::new(),
             format: AnswerFormat::default(),
+            speculate: None,
         }
     }
 
@@ -242,14 +247,23 @@ impl<'m> ChatSession<'m> {
             strings: &self.settings.stop,
             max_tokens: self.settings.max_tokens.max(1),
         };
-        let result = generate_text_guided(
+        let assist = Assist {
+            speculate: if guide.is_none() {
+                self.speculate.as_mut()
+            } else {
+                None
+            },
+            guide: guide.as_mut(),
+            context: &ids[..reused],
+        };
+        let result = generate_text_with(
             &self.model.model,
             &self.model.tokenizer,
             &mut self.state,
             &ids[reused..],
             &mut sampler,
             &stop,
-            guide.as_mut(),
+            assist,
             on_text,
         );
         let out = match result {

@@ -86,6 +86,20 @@ pub struct Sampler {
     penalized: Vec<f32>,
 }
 
+/// A copy that draws what this sampler would draw next (the same settings, penalty window and
+/// generator state); scratch buffers are not copied.
+impl Clone for Sampler {
+    fn clone(&self) -> Sampler {
+        Sampler {
+            config: self.config.clone(),
+            rng: self.rng.clone(),
+            candidates: Vec::new(),
+            recent: self.recent.clone(),
+            penalized: Vec::new(),
+        }
+    }
+}
+
 impl Sampler {
     pub fn new(config: SamplerConfig) -> Sampler {
         Sampler {
@@ -289,6 +303,7 @@ pub fn argmax(logits: &[f32]) -> u32 {
 }
 
 /// xoshiro256** seeded through splitmix64: small, fast, and the same on every platform.
+#[derive(Clone)]
 struct Rng([u64; 4]);
 
 impl Rng {

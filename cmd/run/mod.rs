@@ -30,6 +30,10 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     // Read before the model loads: a bad schema or tools file fails fast.
     let mut format = format::from_args(&args)?;
     let m = LoadedModel::open_with(&args.model, options)?;
+    if args.spec.on() && format.is_some() {
+        bail!("--speculate does not combine with --json-schema, --grammar, --regex, --choices or --tools yet");
+    }
+    let draft = args.spec.load_draft(&m, options)?;
     if let Some(f) = &mut format {
         format::check(f, &m)?;
     }
@@ -67,11 +71,12 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
             ctx,
             &p,
             format.as_ref(),
+            draft.as_ref(),
         ),
         None if args.json => bail!("--json needs a prompt (-p TEXT or stdin)"),
         None => {
             let (settings, source) = chat_settings(&args, &m, true)?;
-            chat::main(&args, &m, settings, source, ctx, format)
+            chat::main(&args, &m, settings, source, ctx, format, draft.as_ref())
         }
     }
 }

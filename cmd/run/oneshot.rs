@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use pocket::chat::ChatSettings;
 use pocket::chat_template::Message;
 use pocket::constrain::tools::parse_calls;
-use pocket::generate::{generate_text_guided, Control, FinishReason, StopAt};
+use pocket::generate::{generate_text_with, Assist, Control, FinishReason, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::sampler::Sampler;
 use serde_json::json;
@@ -30,6 +30,7 @@ pub fn run(
     ctx: usize,
     prompt: &str,
     format: Option<&FormatArg>,
+    draft: Option<&LoadedModel>,
 ) -> Result<ExitCode> {
     let prompt_ids = if let Some(ids) = &args.prompt_ids {
         let vocab = m.model.spec.vocab_size;
@@ -72,15 +73,20 @@ pub fn run(
         strings: &settings.stop,
         max_tokens: settings.max_tokens,
     };
+    let mut speculator = args.spec.speculator(draft, ctx);
     let mut out = std::io::stdout().lock();
-    let answer = generate_text_guided(
+    let answer = generate_text_with(
         &m.model,
         &m.tokenizer,
         &mut state,
         &prompt_ids,
         &mut sampler,
         &stop,
-        guide.as_mut(),
+        Assist {
+            guide: guide.as_mut(),
+            speculate: speculator.as_mut(),
+            context: &[],
+        },
         |piece| {
             if !args.json {
                 let _ = out.write_all(piece.as_bytes());
@@ -113,6 +119,14 @@ pub fn run(
                 "decode_tok_per_s": g.decode_tok_per_s(),
             },
         });
+        if let Some(s) = &g.speculation {
+            obj["speculation"] = json!({
+                "method": speculator.as_ref().map(|s| s.name()),
+                "proposed": s.proposed,
+                "accepted": s.accepted,
+                "passes": s.passes,
+            });
+        }
         if let Some(f) = format {
             obj["forced_tokens"] = json!(g.forced_tokens);
             obj["complete"] = json!(complete);

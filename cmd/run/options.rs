@@ -36,6 +36,12 @@ Examples:
   pocket run MODEL -p \"Ana, 31, Porto\" --json-schema person.json
   pocket run MODEL -p \"Wake me at 7\" --choices set_alarm,weather,other
   pocket run MODEL -p \"Weather in Oslo?\" --tools tools.json --tool-choice required --json
+  pocket run MODEL -p \"Fix the typos: ...\" --speculate lookup --json
+  pocket run model-q8.pocket --speculate draft --draft model-q4.pocket
+
+Speculative decoding (--speculate lookup|draft) gives the answer plain decoding gives, token \
+for token, in fewer passes; --json reports `speculation` {proposed, accepted, passes}. It does \
+not combine with structured output yet: a constrained answer decodes plainly.
 
 Structured output: an answer under --json-schema, --grammar, --regex or --choices that ends \
 normally is complete and valid; one cut by -n or the context is reported (\"complete\": false in \
@@ -160,6 +166,8 @@ pub struct RunArgs {
         help_heading = "Structured output"
     )]
     pub tool_choice: String,
+    #[command(flatten)]
+    pub spec: crate::speculate_args::SpecArgs,
     /// Chat history file [default: $XDG_STATE_HOME/pocket/history, else
     /// ~/.local/state/pocket/history]
     #[arg(long, value_name = "FILE", conflicts_with = "no_history")]
@@ -334,8 +342,16 @@ pub fn stats_line(g: &Generation, reused: usize, used: usize, ctx: usize) -> Str
         FinishReason::Context => " · context full",
         FinishReason::Interrupted => " · stopped",
     };
+    let spec = g.speculation.map_or(String::new(), |s| {
+        format!(
+            " · speculation {}/{} kept, {:.2} tokens/pass",
+            s.accepted,
+            s.proposed,
+            g.tokens.len() as f64 / s.passes.max(1) as f64
+        )
+    });
     format!(
-        "[{} tokens, {:.1} tok/s · prompt {prompt}, {:.0} tok/s · context {used}/{ctx}{reason}]",
+        "[{} tokens, {:.1} tok/s · prompt {prompt}, {:.0} tok/s · context {used}/{ctx}{reason}{spec}]",
         g.tokens.len(),
         g.decode_tok_per_s(),
         g.prefill_tok_per_s(),

@@ -100,6 +100,7 @@ pub(super) fn run(
         prefill_time,
         decode_time: start.elapsed(),
         forced_tokens,
+        speculation: None,
     })
 }
 

@@ -5,10 +5,12 @@
 use crate::constrain::Guide;
 use crate::model::{Logits, Model, State};
 use crate::sampler::Sampler;
+use crate::speculate::{SpecStats, Speculator};
 use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
 
 mod guided;
+mod speculative;
 
 /// Prompt tokens run per batch: bounds the activations' memory at long prompts.
 pub const PREFILL_CHUNK: usize = 256;
@@ -40,6 +42,8 @@ pub struct Generation {
     pub decode_time: Duration,
     /// Answer tokens a constraint forced (appended without sampling; counted in `tokens`).
     pub forced_tokens: usize,
+    /// What speculation proposed and kept, when it ran.
+    pub speculation: Option<SpecStats>,
 }
 
 fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -120,9 +124,39 @@ pub fn generate(
     max_tokens: usize,
     on_token: impl FnMut(u32) -> Control,
 ) -> Result<Generation, Error> {
-    generate_guided(
-        model, state, prompt, sampler, stop_ids, max_tokens, None, on_token,
+    generate_with(
+        model,
+        state,
+        prompt,
+        sampler,
+        stop_ids,
+        max_tokens,
+        Assist::default(),
+        on_token,
     )
+}
+
+/// What shapes decoding besides the sampler. Both are optional; they do not combine yet (a
+/// constraint with speculation is refused).
+#[derive(Default)]
+pub struct Assist<'a, 'm> {
+    /// Each token is sampled from those the guide allows; tokens it forces are appended
+    /// without sampling.
+    pub guide: Option<&'a mut Guide>,
+    /// Tokens are proposed and verified several per pass; the answer is the same.
+    pub speculate: Option<&'a mut Speculator<'m>>,
+    /// The token ids already in the cache before the prompt (speculation looks them up, and a
+    /// draft model catches up on them). Needed only with `speculate`.
+    pub context: &'a [u32],
+}
+
+impl<'a, 'm> Assist<'a, 'm> {
+    pub fn guided(guide: Option<&'a mut Guide>) -> Assist<'a, 'm> {
+        Assist {
+            guide,
+            ..Assist::default()
+        }
+    }
 }
 
 /// [`generate`] under a constraint: each token is sampled from those `guide` allows, and
@@ -136,13 +170,58 @@ pub fn generate_guided(
     stop_ids: &[u32],
     max_tokens: usize,
     guide: Option<&mut Guide>,
+    on_token: impl FnMut(u32) -> Control,
+) -> Result<Generation, Error> {
+    generate_with(
+        model,
+        state,
+        prompt,
+        sampler,
+        stop_ids,
+        max_tokens,
+        Assist::guided(guide),
+        on_token,
+    )
+}
+
+/// [`generate`] with a constraint or speculation ([`Assist`]).
+#[allow(clippy::too_many_arguments)]
+pub fn generate_with(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    stop_ids: &[u32],
+    max_tokens: usize,
+    assist: Assist,
     mut on_token: impl FnMut(u32) -> Control,
 ) -> Result<Generation, Error> {
     check_room(state, prompt)?;
-    if let Some(guide) = guide {
-        return guided::run(
-            model, state, prompt, sampler, stop_ids, max_tokens, guide, on_token,
-        );
+    match (assist.guide, assist.speculate) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Invalid(
+                "speculative decoding does not combine with a constraint yet".into(),
+            ))
+        }
+        (Some(guide), None) => {
+            return guided::run(
+                model, state, prompt, sampler, stop_ids, max_tokens, guide, on_token,
+            )
+        }
+        (None, Some(spec)) => {
+            return speculative::run(
+                model,
+                state,
+                assist.context,
+                prompt,
+                sampler,
+                stop_ids,
+                max_tokens,
+                spec,
+                on_token,
+            )
+        }
+        (None, None) => {}
     }
     let start = Instant::now();
     let mut next = prefill(model, state, prompt, sampler)?;
@@ -168,6 +247,7 @@ pub fn generate_guided(
         prefill_time,
         decode_time: start.elapsed(),
         forced_tokens: 0,
+        speculation: None,
     })
 }
 
@@ -249,8 +329,15 @@ pub fn generate_text(
     stop: &StopAt,
     on_text: impl FnMut(&str) -> Control,
 ) -> Result<TextGeneration, Error> {
-    generate_text_guided(
-        model, tokenizer, state, prompt, sampler, stop, None, on_text,
+    generate_text_with(
+        model,
+        tokenizer,
+        state,
+        prompt,
+        sampler,
+        stop,
+        Assist::default(),
+        on_text,
     )
 }
 
@@ -266,9 +353,37 @@ pub fn generate_text_guided(
     sampler: &mut Sampler,
     stop: &StopAt,
     guide: Option<&mut Guide>,
+    on_text: impl FnMut(&str) -> Control,
+) -> Result<TextGeneration, Error> {
+    generate_text_with(
+        model,
+        tokenizer,
+        state,
+        prompt,
+        sampler,
+        stop,
+        Assist::guided(guide),
+        on_text,
+    )
+}
+
+/// [`generate_text`] with a constraint or speculation ([`Assist`]).
+#[allow(clippy::too_many_arguments)]
+pub fn generate_text_with(
+    model: &Model,
+    tokenizer: &TextTokenizer,
+    state: &mut State,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    stop: &StopAt,
+    assist: Assist,
     mut on_text: impl FnMut(&str) -> Control,
 ) -> Result<TextGeneration, Error> {
-    let strings: &[String] = if guide.is_some() { &[] } else { stop.strings };
+    let strings: &[String] = if assist.guide.is_some() {
+        &[]
+    } else {
+        stop.strings
+    };
     let stop = &StopAt {
         ids: stop.ids,
         strings,
@@ -276,14 +391,14 @@ pub fn generate_text_guided(
     };
     let mut stream = TextStream::new(tokenizer);
     let mut scan = StopStrings::new(stop.strings);
-    let mut generation = generate_guided(
+    let mut generation = generate_with(
         model,
         state,
         prompt,
         sampler,
         stop.ids,
         stop.max_tokens,
-        guide,
+        assist,
         |id| {
             let piece = stream.push(id).unwrap_or_default();
             let shown = scan.push(&piece);

@@ -6,11 +6,21 @@
 use super::linear::{Linear, Observer, Site};
 use super::rows::{add_rows, norm_rows, norm_rows_in_place, rows_per_task, ELEMS_PER_TASK};
 use super::{Layer, Logits, Model, State};
-use crate::attention::attend;
+use crate::attention::{attend, Split};
 use crate::kernels::norm::rms_norm;
 use crate::Error;
 use rayon::prelude::*;
 use std::ops::Range;
+
+/// How a pass over several rows rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rounding {
+    /// The batched kernels' and one-span attention's own rounding (prefill, perplexity,
+    /// batched decoding).
+    Batch,
+    /// Each row as a one-row step would round it ([`Model::verify`]).
+    Steps,
+}
 
 impl Model {
     /// Runs `tokens` through the model: sequence `b` (`states[b]`) takes the next `lens[b]`
@@ -27,8 +37,22 @@ impl Model {
         tokens: &[u32],
         lens: &[usize],
         want: Logits,
-        mut obs: Option<&mut dyn Observer>,
+        obs: Option<&mut dyn Observer>,
     ) -> Result<Vec<f32>, Error> {
+        self.forward_as(states, tokens, lens, want, obs, Rounding::Batch)
+    }
+
+    /// [`Model::forward`], rounding as `rounding` says.
+    fn forward_as(
+        &self,
+        states: &mut [&mut State],
+        tokens: &[u32],
+        lens: &[usize],
+        want: Logits,
+        mut obs: Option<&mut dyn Observer>,
+        rounding: Rounding,
+    ) -> Result<Vec<f32>, Error> {
+        let steps = rounding == Rounding::Steps;
         let s = &self.spec;
         let (n, h) = (tokens.len(), s.hidden_size);
         if states.is_empty() || lens.len() != states.len() || lens.iter().sum::<usize>() != n {
@@ -67,20 +91,20 @@ impl Model {
             let xn = norm_rows(self.config.cpu, &x, &layer.input_norm, eps);
             see(li, Site::AttnIn, &xn);
             let [mut q, mut k, v] =
-                Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n);
+                Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n, steps);
             self.rotate_rows(layer, &mut q, &mut k, &pos);
-            let attn = self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v);
+            let attn = self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v, steps);
             see(li, Site::AttnOut, &attn);
-            let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n);
+            let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n, steps);
             norm_rows_in_place(self.config.cpu, &mut o, layer.attn_out_norm.as_deref(), eps);
             add_rows(&mut x, &o);
 
             // MLP block (gated: SwiGLU, or GELU for Gemma).
             let xn = norm_rows(self.config.cpu, &x, &layer.mlp_norm, eps);
             see(li, Site::MlpIn, &xn);
-            let gate = self.gate_up(layer, &xn, n);
+            let gate = self.gate_up(layer, &xn, n, steps);
             see(li, Site::MlpDown, &gate);
-            let [mut down] = Linear::forward_rows([&layer.down_proj], &gate, n);
+            let [mut down] = Linear::forward_rows([&layer.down_proj], &gate, n, steps);
             norm_rows_in_place(
                 self.config.cpu,
                 &mut down,
@@ -118,6 +142,7 @@ impl Model {
                 let mut out = vec![0.0; n * s.vocab_size];
                 match n {
                     1 => head.matvec(&xn, &mut out),
+                    _ if steps => head.matmul_as_matvec(&xn, n, &mut out),
                     _ => head.matmul(&xn, n, &mut out),
                 }
                 self.softcap(&mut out);
@@ -170,6 +195,23 @@ impl Model {
         })
     }
 
+    /// Runs `tokens` at the next positions of `state` as one pass, each row's logits equal bit
+    /// for bit to what [`Model::step`] would give that token after the ones before it: the
+    /// check of speculated tokens, whose output must equal plain decoding's. Returns
+    /// `tokens.len() × vocab` logits. Every weight row is read once for all of them (up to 16
+    /// rows; more take one mat-vec per row).
+    pub fn verify(&self, state: &mut State, tokens: &[u32]) -> Result<Vec<f32>, Error> {
+        let n = tokens.len();
+        self.forward_as(
+            &mut [&mut *state],
+            tokens,
+            &[n],
+            Logits::All,
+            None,
+            Rounding::Steps,
+        )
+    }
+
     /// One token for each of several independent sequences (batched decoding): `tokens[b]` runs
     /// at the next position of `states[b]`. Returns `states.len() × vocab` logits.
     pub fn step_many(&self, states: &mut [&mut State], tokens: &[u32]) -> Result<Vec<f32>, Error> {
@@ -198,6 +240,7 @@ impl Model {
         q: &[f32],
         k: &[f32],
         v: &[f32],
+        steps: bool,
     ) -> Vec<f32> {
         let s = &self.spec;
         let cpu = self.config.cpu;
@@ -208,7 +251,16 @@ impl Model {
             let st = &mut states[0];
             st.cache.push(li, k, v);
             let kv = st.cache.layer(li);
-            attend(cpu, s, q, &kv, pos[0] + 1, layer.window, &mut attn, true);
+            attend(
+                cpu,
+                s,
+                q,
+                &kv,
+                pos[0] + 1,
+                layer.window,
+                &mut attn,
+                Split::Pool,
+            );
             return attn;
         }
         let parts: Vec<usize> = states
@@ -239,9 +291,10 @@ impl Model {
                 .iter()
                 .map(|&(b, t)| (b, t, outs[t].take().expect("each row once")))
                 .collect();
+            let split = if steps { Split::Inline } else { Split::Whole };
             let one = |(b, t, out): (usize, usize, &mut [f32])| {
                 let qt = &q[t * q_row..(t + 1) * q_row];
-                attend(cpu, s, qt, &kvs[b], pos[t] + 1, layer.window, out, false)
+                attend(cpu, s, qt, &kvs[b], pos[t] + 1, layer.window, out, split)
             };
             if states.len() == 1 {
                 work.into_par_iter().for_each(one);
@@ -278,8 +331,8 @@ impl Model {
     }
 
     /// `act(gate) · up` of `n` normed rows: down_proj's input.
-    fn gate_up(&self, layer: &Layer, xn: &[f32], n: usize) -> Vec<f32> {
-        let [mut gate, up] = Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n);
+    fn gate_up(&self, layer: &Layer, xn: &[f32], n: usize, steps: bool) -> Vec<f32> {
+        let [mut gate, up] = Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n, steps);
         gate.par_chunks_mut(ELEMS_PER_TASK)
             .zip(up.par_chunks(ELEMS_PER_TASK))
             .with_min_len(rows_per_task(ELEMS_PER_TASK))

@@ -17,8 +17,14 @@ impl Linear {
     /// the mat-vec kernels ([`Matrix::matvec_group`]: the input quantized once, every matrix's
     /// row bands in one wake-up of the worker pool), more rows the batched ones
     /// ([`Matrix::matmul_group`]). Every caller with one row, whatever it is (decode, a
-    /// one-token prompt, a one-sequence batch), so computes the same bits.
-    pub fn forward_rows<const N: usize>(ls: [&Linear; N], x: &[f32], n: usize) -> [Vec<f32>; N] {
+    /// one-token prompt, a one-sequence batch), so computes the same bits. With `steps`, many
+    /// rows compute the bits each would as one row ([`Matrix::matmul_group_as_matvec`]).
+    pub fn forward_rows<const N: usize>(
+        ls: [&Linear; N],
+        x: &[f32],
+        n: usize,
+        steps: bool,
+    ) -> [Vec<f32>; N] {
         let ms = ls.map(|l| &l.weight);
         let mut ys = ls.map(|l| vec![0.0f32; n * l.weight.rows]);
         {
@@ -26,6 +32,7 @@ impl Linear {
             match (n, N) {
                 (1, 1) => ms[0].matvec(x, refs[0]),
                 (1, _) => Matrix::matvec_group(&ms, x, &mut refs),
+                _ if steps => Matrix::matmul_group_as_matvec(&ms, x, n, &mut refs),
                 _ => Matrix::matmul_group(&ms, x, n, &mut refs),
             }
         }

@@ -167,6 +167,38 @@ impl Matrix {
         });
     }
 
+    /// [`Matrix::matmul`] where each row's result must be bit for bit the mat-vec's
+    /// ([`Matrix::matmul_group_as_matvec`]).
+    pub fn matmul_as_matvec(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        Matrix::matmul_group_as_matvec(&[self], x, n, &mut [y]);
+    }
+
+    /// [`Matrix::matmul_group`], each row's result equal bit for bit to a mat-vec of that row
+    /// (speculative decoding's verification). The int8, W4A16 and dense kernels run a few
+    /// tokens through the same per-token arithmetic as one (the test below holds them to it),
+    /// so up to [`SMALL_BATCH`] rows take them and read the weights once; the f32 fallback's
+    /// tile sums in another order, so it (and bigger batches) takes one mat-vec per row.
+    pub fn matmul_group_as_matvec(ms: &[&Matrix], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
+        let same = ms.iter().all(|m| {
+            m.int8_kernel().is_some() || m.w4a16_kernel().is_some() || m.dense_kernel().is_some()
+        });
+        if n <= SMALL_BATCH && same {
+            for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                m.matmul_bands(x, n, y);
+            }
+            return;
+        }
+        let cols = ms[0].cols;
+        for t in 0..n {
+            let mut rows: Vec<&mut [f32]> = ms
+                .iter()
+                .zip(ys.iter_mut())
+                .map(|(m, y)| &mut y[t * m.rows..(t + 1) * m.rows])
+                .collect();
+            Matrix::matvec_group(ms, &x[t * cols..(t + 1) * cols], &mut rows);
+        }
+    }
+
     /// [`Matrix::matmul`] split by rows: every weight row is read once for the whole batch.
     fn matmul_bands(&self, x: &[f32], n: usize, y: &mut [f32]) {
         if let Some(k) = self.int8_kernel() {

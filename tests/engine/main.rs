@@ -10,6 +10,7 @@ mod batch_generation;
 mod chat_session;
 mod pocket_format;
 mod real_model;
+mod speculative;
 mod streaming;
 mod structured;
 mod transformers_parity;
