@@ -2,6 +2,9 @@
 //! (pp: one batch of P tokens from an empty context; tg: N single-token steps; tg at depth: N
 //! steps after D tokens already in the cache), so the numbers compare with llama.cpp's.
 
+#[path = "bench_speculation.rs"]
+mod speculation;
+
 use anyhow::{bail, Result};
 use clap::Args;
 use pocket::loader::LoadedModel;
@@ -23,9 +26,18 @@ path (f32 activations and f32 KV cache) instead of int8 activations; POCKET_KV=f
 cache alone; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of pocket's spin-then-park \
 pool (for comparison).
 
+With --speculate lookup|draft and --prompts FILE, bench measures speculative decoding instead: \
+for each prompt (a JSONL file of {\"prompt\": …} or {\"messages\": […]} lines, or plain text, \
+one prompt per line), a greedy answer of up to -n tokens decoded plainly and speculatively, \
+alternating, --reps times each; it reports both decode speeds (medians), their ratio, whether \
+the token ids were identical, and what speculation proposed, kept and how many passes it took. \
+peak_rss_bytes then includes the draft model and its cache.
+
 Examples:
   pocket bench model.pocket
-  pocket bench model.pocket --pp 512 -n 128 --depth 4096 -t 2 --reps 5 --json")]
+  pocket bench model.pocket --pp 512 -n 128 --depth 4096 -t 2 --reps 5 --json
+  pocket bench model.gguf --speculate lookup --prompts evals/data/speculative/copy.jsonl -n 256
+  pocket bench model-q8.pocket --speculate draft --draft model-q4.pocket --prompts FILE")]
 pub struct BenchArgs {
     /// Model: an HF checkpoint directory, a .pocket or a GGUF file
     pub model: PathBuf,
@@ -58,6 +70,11 @@ pub struct BenchArgs {
     /// leave the check out)
     #[arg(long)]
     pub no_verify: bool,
+    #[command(flatten)]
+    pub spec: crate::speculate_args::SpecArgs,
+    /// Prompts for the --speculate test (JSONL or one prompt per line)
+    #[arg(long, value_name = "FILE", help_heading = "Speculative decoding")]
+    pub prompts: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -84,7 +101,7 @@ impl Figure {
     }
 }
 
-fn median(sorted: &[f64]) -> f64 {
+pub(crate) fn median(sorted: &[f64]) -> f64 {
     let n = sorted.len();
     if n % 2 == 1 {
         sorted[n / 2]
@@ -158,6 +175,9 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         std::hint::black_box(pocket::sampler::argmax(&logits));
         start.elapsed().as_secs_f64()
     };
+    if args.spec.on() || args.prompts.is_some() {
+        return speculation::main(&args, &m, options, load_s, ttft_s);
+    }
     let max_ctx = model.spec.max_position_embeddings;
     let need = args.prompt.max(args.depth + args.gen).max(args.gen);
     if need > max_ctx {
@@ -253,7 +273,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
 }
 
 /// The process's peak resident set (Linux `VmHWM`); 0 where unknown.
-fn peak_rss_bytes() -> u64 {
+pub(crate) fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

@@ -45,7 +45,7 @@ pub(super) fn run(
     let capacity = state.cache.capacity();
     let mut seq = Sequence::new(stop_ids, max_tokens);
     let mut stats = SpecStats::default();
-    let finish_reason = 'answer: loop {
+    let finish_reason = loop {
         let end = seq.accept(next, capacity - ctx.len(), |t| {
             sampler.accept(t);
             on_token(t)
@@ -61,41 +61,44 @@ pub(super) fn run(
         rows.push(next);
         rows.extend_from_slice(&proposed);
         let pass = Instant::now();
-        let logits = if proposed.is_empty() {
+        let batch;
+        let logits: &[f32] = if proposed.is_empty() {
             model
                 .step(state, next, true)?
                 .expect("logits were requested")
-                .to_vec()
         } else {
-            model.verify(state, &rows)?
+            batch = model.verify(state, &rows)?;
+            &batch
         };
         let elapsed = pass.elapsed();
         stats.passes += 1;
         stats.proposed += proposed.len();
-        let vocab = model.spec.vocab_size;
         let mut kept = 0;
-        for (j, row) in logits.chunks_exact(vocab).enumerate() {
+        let mut end = None;
+        for (j, row) in logits.chunks_exact(model.spec.vocab_size).enumerate() {
             let t = sampler.sample(row);
             if proposed.get(j) != Some(&t) {
                 next = t;
                 break;
             }
             kept += 1;
-            stats.accepted += 1;
-            let end = seq.accept(t, capacity - ctx.len(), |t| {
+            end = seq.accept(t, capacity - ctx.len(), |t| {
                 sampler.accept(t);
                 on_token(t)
             });
-            if let Some(reason) = end {
-                spec.observe(proposed.len(), kept, elapsed);
-                state.cache.truncate(ctx.len());
-                break 'answer reason;
+            if end.is_some() {
+                break;
             }
             ctx.push(t);
         }
+        stats.accepted += kept;
         spec.observe(proposed.len(), kept, elapsed);
-        // Rows after the last kept token (the rejected proposals) leave the cache.
+        // Rows after the last kept token (the rejected proposals) leave the cache; when the
+        // answer ended, so does the row of its last token, as plain decoding never ran it.
         state.cache.truncate(ctx.len());
+        if let Some(reason) = end {
+            break reason;
+        }
     };
     Ok(Generation {
         tokens: seq.tokens,
