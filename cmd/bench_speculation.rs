@@ -58,7 +58,8 @@ fn read_prompts(path: &std::path::Path, m: &LoadedModel) -> Result<Vec<(String, 
         }
         let at = || format!("{} line {}", path.display(), i + 1);
         let messages: Vec<Message> = if line.starts_with('{') {
-            let v: Value = serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
+            let v: Value =
+                serde_json::from_str(line).with_context(|| format!("{}: not JSON", at()))?;
             match (&v["prompt"], &v["messages"]) {
                 (Value::String(p), _) => vec![Message::new("user", p)],
                 (_, Value::Array(_)) => serde_json::from_value(v["messages"].clone())
@@ -103,13 +104,17 @@ pub fn main(
     let prompts = read_prompts(path, m)?;
     let ctx = prompts.iter().map(|(_, p)| p.len()).max().unwrap_or(0) + args.gen + 1;
     if ctx > m.model.spec.max_position_embeddings {
-        bail!("a prompt and -n {} need {ctx} positions; the model has {}", args.gen, m.model.spec.max_position_embeddings);
+        bail!(
+            "a prompt and -n {} need {ctx} positions; the model has {}",
+            args.gen,
+            m.model.spec.max_position_embeddings
+        );
     }
     let run = |ids: &[u32], speculate: bool| -> Result<Generation> {
         let mut state = m.model.new_state(ctx);
         let mut sampler = Sampler::new(SamplerConfig::default());
         let mut spec = if speculate {
-            args.spec.speculator(draft.as_ref(), ctx)
+            args.spec.speculator(m, draft.as_ref(), ctx)
         } else {
             None
         };

@@ -68,17 +68,18 @@ impl SpecArgs {
         }
     }
 
-    /// The speculator these flags ask for (`None`: plain decoding). `draft` is what
+    /// The speculator these flags ask for `target` (`None`: plain decoding). `draft` is what
     /// [`SpecArgs::load_draft`] loaded; its cache holds up to `ctx` positions.
     pub fn speculator<'m>(
         &self,
+        target: &LoadedModel,
         draft: Option<&'m LoadedModel>,
         ctx: usize,
     ) -> Option<Speculator<'m>> {
         let s = match (self.speculate, draft) {
             (Method::Off, _) => return None,
             (Method::Lookup, _) => Speculator::lookup(self.ngram as usize),
-            (Method::Draft, Some(d)) => Speculator::draft(&d.model, ctx),
+            (Method::Draft, Some(d)) => Speculator::draft(&target.model, &d.model, ctx),
             (Method::Draft, None) => return None,
         };
         Some(match self.draft_tokens {

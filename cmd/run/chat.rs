@@ -48,7 +48,7 @@ pub fn main(
         || args.repeat_penalty.is_some();
     let sampling = sampling_line(&settings, source, overridden);
     let mut session = ChatSession::new(m, ctx, settings);
-    session.speculate = args.spec.speculator(draft, ctx);
+    session.speculate = args.spec.speculator(m, draft, ctx);
     session.set_raw(args.raw);
     session.set_system(args.system.clone());
     if let Some(f) = format {

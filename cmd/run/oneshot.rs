@@ -73,7 +73,7 @@ pub fn run(
         strings: &settings.stop,
         max_tokens: settings.max_tokens,
     };
-    let mut speculator = args.spec.speculator(draft, ctx);
+    let mut speculator = args.spec.speculator(m, draft, ctx);
     let mut out = std::io::stdout().lock();
     let answer = generate_text_with(
         &m.model,

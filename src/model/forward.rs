@@ -296,9 +296,11 @@ impl Model {
                 let qt = &q[t * q_row..(t + 1) * q_row];
                 attend(cpu, s, qt, &kvs[b], pos[t] + 1, layer.window, out, split)
             };
-            if states.len() == 1 {
+            if states.len() == 1 && !steps {
                 work.into_par_iter().for_each(one);
             } else {
+                // A verification pass's few rows take the pool too: rayon, called from outside
+                // its own threads, would cost a wake-up per layer.
                 // One row per task on the worker pool (the pool the mat-vecs use: mixing in
                 // rayon here would leave its workers competing with the pool's spinning ones).
                 let work: Vec<std::sync::Mutex<Option<(usize, usize, &mut [f32])>>> = work

@@ -173,6 +173,33 @@ impl Model {
 
     /// A fresh decoding state with room for `context` positions, its KV cache in the model's
     /// precision ([`EngineConfig::kv`]).
+    /// Bytes of weights one decode step reads (every layer's matrices and the head; the
+    /// embedding only when it is the head): what a step costs, as decoding is memory-bound.
+    pub fn step_bytes(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .flat_map(|l| {
+                [
+                    &l.q_proj,
+                    &l.k_proj,
+                    &l.v_proj,
+                    &l.o_proj,
+                    &l.gate_proj,
+                    &l.up_proj,
+                    &l.down_proj,
+                ]
+            })
+            .map(|l| l.weight.stored_bytes())
+            .sum();
+        layers
+            + self
+                .lm_head
+                .as_ref()
+                .unwrap_or(&self.embed_tokens)
+                .stored_bytes()
+    }
+
     pub fn new_state(&self, context: usize) -> State {
         self.new_state_kv(context, self.config.kv)
     }

@@ -51,6 +51,9 @@ impl<'m> Draft<'m> {
         let shared = common_prefix(&self.cached, ctx).min(ctx.len() - 1);
         let kept = self.state.cache.truncate(shared);
         self.cached.truncate(kept);
+        // What the draft costs per proposed token: its steps, and catching up on the last
+        // pass's bonus token (a prompt's catch-up is a one-off prefill, left out).
+        let start = (ctx.len() - kept <= 2).then(Instant::now);
         let mut logits = Vec::new();
         for chunk in ctx[kept..].chunks(crate::generate::PREFILL_CHUNK) {
             logits = self
@@ -58,6 +61,7 @@ impl<'m> Draft<'m> {
                 .forward_batch(&mut self.state, chunk, Logits::Last)?;
             self.cached.extend_from_slice(chunk);
         }
+        let start = start.unwrap_or_else(Instant::now);
         let mut s = sampler.clone();
         let mut out = Vec::with_capacity(k);
         loop {
@@ -65,9 +69,9 @@ impl<'m> Draft<'m> {
             s.accept(t);
             out.push(t);
             if out.len() == k {
+                policy.observe_draft(start.elapsed(), k);
                 return Ok(out);
             }
-            let start = Instant::now();
             let l = self
                 .model
                 .step(&mut self.state, t, true)?
@@ -75,7 +79,6 @@ impl<'m> Draft<'m> {
             logits.clear();
             logits.extend_from_slice(l);
             self.cached.push(t);
-            policy.observe_draft_step(start.elapsed());
         }
     }
 }

@@ -60,7 +60,7 @@ mod tests {
         // Overlapping repeats: a run of one token proposes more of it.
         assert_eq!(latest_occurrence(&[5, 5, 5], 2), Some(0));
 
-        let policy = Policy::new(false).fixed(4);
+        let policy = Policy::new(None).fixed(4);
         let mut l = Lookup::new(3);
         // "a b c d e ... a b c" → d e (the 3-gram wins over the later 1-gram "c").
         let ctx = [1, 2, 3, 4, 5, 3, 9, 1, 2, 3];
@@ -70,8 +70,8 @@ mod tests {
         // Nothing earlier matches: no proposal.
         assert!(l.propose(&[1, 2, 3, 4], 15, &policy).is_empty());
         // The adaptive policy proposes nothing before a plain step was timed.
-        assert!(l.propose(&ctx, 15, &Policy::new(false)).is_empty());
-        let mut timed = Policy::new(false);
+        assert!(l.propose(&ctx, 15, &Policy::new(None)).is_empty());
+        let mut timed = Policy::new(None);
         timed.observe(Source::Gram(3), 0, 0, Duration::from_millis(10));
         assert!(!l.propose(&ctx, 15, &timed).is_empty());
     }

@@ -83,16 +83,19 @@ impl<'m> Speculator<'m> {
     pub fn lookup(max_ngram: usize) -> Speculator<'m> {
         Speculator {
             proposer: Proposer::Lookup(Lookup::new(max_ngram)),
-            policy: Policy::new(false),
+            policy: Policy::new(None),
         }
     }
 
-    /// Proposals sampled by `draft` (checked first with [`check_draft`]), whose own KV cache
-    /// of up to `context` positions follows the target's.
-    pub fn draft(draft: &'m Model, context: usize) -> Speculator<'m> {
+    /// Proposals sampled by `draft` (checked first with [`check_draft`]) for `target`; the
+    /// draft's own KV cache of up to `context` positions follows the target's. Until its steps
+    /// are timed, a draft step is taken to cost what its weights weigh against the target's (a
+    /// Q4 draft of a Q8 model: about 0.55 of a step, which never pays, so it never runs).
+    pub fn draft(target: &Model, draft: &'m Model, context: usize) -> Speculator<'m> {
+        let ratio = draft.step_bytes() as f64 / target.step_bytes().max(1) as f64;
         Speculator {
             proposer: Proposer::Draft(Box::new(Draft::new(draft, context))),
-            policy: Policy::new(true),
+            policy: Policy::new(Some(ratio)),
         }
     }
 

@@ -29,13 +29,18 @@ impl Source {
 }
 
 /// Prior acceptance per source (n-grams of 1, 2, 3, 4+ tokens; a draft model), worth
-/// [`PRIOR_WEIGHT`] passes: short n-grams in free text mostly fail.
-const PRIOR: [f64; 5] = [0.2, 0.35, 0.5, 0.6, 0.6];
+/// [`PRIOR_WEIGHT`] passes: short n-grams in free text mostly fail; a draft is meant to be a
+/// close build of the model (its own Q4 build keeps about 0.8–0.9 of its proposals).
+const PRIOR: [f64; 5] = [0.2, 0.35, 0.5, 0.6, 0.8];
 const PRIOR_WEIGHT: f64 = 2.0;
-/// Each pass's evidence decays by this much, so the estimate follows the text's kind.
+/// A source's evidence decays by this much each time it is tried, so the estimate follows the
+/// text's kind...
 const DECAY: f64 = 0.9;
+/// ...and by this much every pass, so a source given up on is tried again after a while (its
+/// estimate drifts back to the prior): a chat that turns from free text to copying is noticed.
+const FORGET: f64 = 0.99;
 /// A proposal must promise at least this much over a plain step.
-const MARGIN: f64 = 1.03;
+const MARGIN: f64 = 1.05;
 /// The cost of an extra row (in one-row steps) until measured.
 const ROW_COST_PRIOR: f64 = 0.3;
 
@@ -48,18 +53,23 @@ pub struct Policy {
     step: Option<f64>,
     row: Option<f64>,
     draft_step: Option<f64>,
+    /// A draft step's cost in target steps until one is timed.
+    draft_prior: f64,
     /// A fixed proposal length (benchmarks), instead of the estimate.
     fixed: Option<usize>,
 }
 
 impl Policy {
-    pub fn new(_draft: bool) -> Policy {
+    /// `draft_cost`: a draft model's step in target steps, before any is timed (`None`: no
+    /// draft model).
+    pub fn new(draft_cost: Option<f64>) -> Policy {
         Policy {
             kept: [0.0; 5],
             rejected: [0.0; 5],
             step: None,
             row: None,
             draft_step: None,
+            draft_prior: draft_cost.unwrap_or(0.0),
             fixed: None,
         }
     }
@@ -80,10 +90,10 @@ impl Policy {
     /// The cost of one more verified row and of one draft step, in one-row steps.
     fn costs(&self) -> (f64, f64) {
         let Some(step) = self.step else {
-            return (ROW_COST_PRIOR, 0.0);
+            return (ROW_COST_PRIOR, self.draft_prior);
         };
         let row = self.row.map_or(ROW_COST_PRIOR, |r| (r / step).max(0.01));
-        (row, self.draft_step.map_or(0.0, |d| d / step))
+        (row, self.draft_step.map_or(self.draft_prior, |d| d / step))
     }
 
     /// How many of up to `room` tokens from `source` to propose (0: step plainly).
@@ -118,6 +128,8 @@ impl Policy {
     /// (the target's pass alone).
     pub fn observe(&mut self, source: Source, proposed: usize, accepted: usize, elapsed: Duration) {
         let t = elapsed.as_secs_f64();
+        self.kept.iter_mut().for_each(|k| *k *= FORGET);
+        self.rejected.iter_mut().for_each(|r| *r *= FORGET);
         if proposed == 0 {
             self.step = Some(smooth(self.step, t));
             return;
@@ -127,17 +139,18 @@ impl Policy {
             self.row = Some(smooth(self.row, per_row));
         }
         let i = source.index();
-        self.kept.iter_mut().for_each(|k| *k *= DECAY);
-        self.rejected.iter_mut().for_each(|r| *r *= DECAY);
-        self.kept[i] += accepted as f64;
+        self.kept[i] = self.kept[i] * DECAY + accepted as f64;
+        self.rejected[i] *= DECAY;
         if accepted < proposed {
             self.rejected[i] += 1.0;
         }
     }
 
-    /// A draft model's step took `elapsed`.
-    pub fn observe_draft_step(&mut self, elapsed: Duration) {
-        self.draft_step = Some(smooth(self.draft_step, elapsed.as_secs_f64()));
+    /// A draft model proposed `k` tokens in `elapsed` (catching up on the tokens it had not
+    /// seen included).
+    pub fn observe_draft(&mut self, elapsed: Duration, k: usize) {
+        let per = elapsed.as_secs_f64() / k.max(1) as f64;
+        self.draft_step = Some(smooth(self.draft_step, per));
     }
 }
 
@@ -151,7 +164,7 @@ mod tests {
     use super::*;
 
     fn timed(step_ms: f64) -> Policy {
-        let mut p = Policy::new(false);
+        let mut p = Policy::new(None);
         p.observe(
             Source::Gram(3),
             0,
@@ -166,7 +179,7 @@ mod tests {
     fn proposal_length_follows_acceptance_and_cost() {
         let mut p = timed(10.0);
         assert_eq!(
-            Policy::new(false).draft_len(Source::Gram(3), 15),
+            Policy::new(None).draft_len(Source::Gram(3), 15),
             0,
             "untimed"
         );

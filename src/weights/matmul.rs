@@ -183,8 +183,10 @@ impl Matrix {
             m.int8_kernel().is_some() || m.w4a16_kernel().is_some() || m.dense_kernel().is_some()
         });
         if n <= SMALL_BATCH && same {
-            for (m, y) in ms.iter().zip(ys.iter_mut()) {
-                m.matmul_bands(x, n, y);
+            if !Matrix::matmul_group_small_int8(ms, x, n, ys) {
+                for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                    m.matmul_bands(x, n, y);
+                }
             }
             return;
         }
@@ -321,6 +323,62 @@ impl Matrix {
         rayon_bands(self.rows, 32, n, y, |first, count, part| {
             dense_kernel::rows_tokens(cpu, d, first, count, x, n, part)
         });
+    }
+
+    /// A few tokens through a group of int8-kernel matrices with one activation layout (q/k/v,
+    /// gate/up): the activations quantized once, every matrix's row bands in one job on the
+    /// worker pool (as [`Matrix::matvec_group`] does for one token), each band on the batched
+    /// kernel. False (nothing done) when the group does not qualify.
+    fn matmul_group_small_int8(ms: &[&Matrix], x: &[f32], n: usize, ys: &mut [&mut [f32]]) -> bool {
+        let Some(ks) = ms
+            .iter()
+            .map(|m| m.int8_kernel())
+            .collect::<Option<Vec<_>>>()
+        else {
+            return false;
+        };
+        let cpu = ms[0].config.cpu;
+        if !ks
+            .windows(2)
+            .all(|w| w[0].block() == w[1].block() && w[0].chunk(cpu) == w[1].chunk(cpu))
+        {
+            return false;
+        }
+        let acts: Vec<QuantActs> = x
+            .chunks_exact(ms[0].cols)
+            .map(|xt| {
+                let mut a = QuantActs::default();
+                a.quantize(cpu, xt, ks[0].block(), ks[0].chunk(cpu));
+                a
+            })
+            .collect();
+        let pool = kernels::pool::global();
+        // (matrix, first row, rows) of every band, and the band's token-major output.
+        let mut bands: Vec<(usize, usize, usize)> = Vec::new();
+        for (i, m) in ms.iter().enumerate() {
+            let band = band_rows(m.rows, m.cols * n, pool.threads(), ks[i].align());
+            for first in (0..m.rows).step_by(band) {
+                bands.push((i, first, band.min(m.rows - first)));
+            }
+        }
+        let parts: Vec<std::sync::Mutex<Vec<f32>>> = bands
+            .iter()
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        pool.run(bands.len(), &|b| {
+            let (i, first, count) = bands[b];
+            let mut part = vec![0.0f32; n * count];
+            ks[i].dot_rows_tokens(cpu, first, count, &acts, &mut part);
+            *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
+        });
+        for (&(i, first, count), part) in bands.iter().zip(parts) {
+            let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
+            let rows = ms[i].rows;
+            for (t, r) in part.chunks_exact(count).enumerate() {
+                ys[i][t * rows + first..t * rows + first + count].copy_from_slice(r);
+            }
+        }
+        true
     }
 
     /// Dense weights, a few tokens at once: rows decoded to f32 once per band, on the pool.

@@ -314,7 +314,7 @@ impl Matrix {
     }
 
     /// Bytes of the weights as the kernels read them.
-    fn stored_bytes(&self) -> usize {
+    pub fn stored_bytes(&self) -> usize {
         match &self.packed {
             Some(Packed::Q4(p)) => p.data.len(),
             Some(Packed::Q8(p)) => p.data.len(),

@@ -171,7 +171,7 @@ fn a_draft_model_gives_the_targets_tokens_greedy_and_for_every_seed() {
         check_draft(&t, &d).unwrap();
         let prompt = repetitive_prompt(&t);
         for fixed in [Some(2), Some(7), None] {
-            let mut spec = Speculator::draft(&d.model, 256);
+            let mut spec = Speculator::draft(&t.model, &d.model, 256);
             if let Some(k) = fixed {
                 spec = spec.fixed(k);
             }
@@ -185,7 +185,7 @@ fn a_draft_model_gives_the_targets_tokens_greedy_and_for_every_seed() {
         let mut agree = 0;
         let mut proposed = 0;
         for seed in 0..24 {
-            let mut spec = Speculator::draft(&d.model, 256).fixed(4);
+            let mut spec = Speculator::draft(&t.model, &d.model, 256).fixed(4);
             let (_, fast) = both(&t, &prompt, &sampled(seed), 30, &mut spec, 256);
             let s = fast.speculation.unwrap();
             (agree, proposed) = (agree + s.accepted, proposed + s.proposed);
@@ -232,4 +232,46 @@ fn chat_turns_with_speculation_equal_turns_without() {
             .collect::<Vec<_>>()
     };
     assert_eq!(turns(false), turns(true));
+}
+
+/// Not a check: prints what a verification pass of r rows costs against one step, on the
+/// fetched models (medians of 15), for docs/performance.md.
+/// `cargo test --release -p pocket-cli --test engine verify_cost -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn verify_cost_curve() {
+    for rel in [SMOLLM2, QWEN] {
+        let Some(path) = common::fetched_model(rel, FETCH) else {
+            continue;
+        };
+        let m = common::open(&path).unwrap();
+        let model = &m.model;
+        let prompt: Vec<u32> = (0..200u32).map(|i| (i * 37 + 11) % 200 + 5).collect();
+        let mut st = model.new_state(4096);
+        model.forward_batch(&mut st, &prompt, Logits::Last).unwrap();
+        let base = st.cache.len();
+        let mut res = Vec::new();
+        for rows in [1usize, 2, 3, 4, 6, 8, 12, 16] {
+            let toks: Vec<u32> = (0..rows as u32).map(|i| i + 100).collect();
+            let mut times = Vec::new();
+            for _ in 0..15 {
+                let t = std::time::Instant::now();
+                if rows == 1 {
+                    model.step(&mut st, toks[0], true).unwrap();
+                } else {
+                    model.verify(&mut st, &toks).unwrap();
+                }
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+                st.cache.truncate(base);
+            }
+            times.sort_by(f64::total_cmp);
+            res.push((rows, times[7]));
+        }
+        let one = res[0].1;
+        let line: Vec<String> = res
+            .iter()
+            .map(|(r, t)| format!("{r}: {t:.2} ms ({:.2}×)", t / one))
+            .collect();
+        eprintln!("{rel}: {}", line.join(", "));
+    }
 }

@@ -26,9 +26,10 @@ pub(crate) unsafe fn dot_rows_tokens(
         // Two groups at once when a full tile of tokens is there: each broadcast activation
         // then feeds two `vpdpbusd`, halving the broadcasts per multiply-add (prefill).
         let pair = g + 1 < end && acts.len() >= TOKENS;
+        let tile = even_tile(acts.len());
         let mut t0 = 0;
         while t0 < acts.len() {
-            let nt = TOKENS.min(acts.len() - t0);
+            let nt = tile.min(acts.len() - t0);
             let ts = &acts[t0..t0 + nt];
             for g in g..g + if pair && nt < TOKENS { 2 } else { 1 } {
                 let job = Group {
@@ -65,6 +66,13 @@ pub(crate) unsafe fn dot_rows_tokens(
         }
         g += if pair { 2 } else { 1 };
     }
+}
+
+/// Tokens per tile for `n` tokens: as few tiles of at most [`TOKENS`] as hold them, as even as
+/// they go (6 tokens: 3 + 3 rather than 4 + 2, whose 2-token tile costs nearly as much as a
+/// full one). Tiles change no bits: each token's sums run in the same order in any tile.
+pub(super) fn even_tile(n: usize) -> usize {
+    n.div_ceil(n.div_ceil(TOKENS).max(1)).max(1)
 }
 
 /// One group of 16 rows against up to four tokens (also the W4A16 kernel's unit of work).

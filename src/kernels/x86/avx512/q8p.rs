@@ -7,8 +7,6 @@ use crate::kernels::act::QuantActs;
 use crate::kernels::q8_packed::{PackedQ8, GROUP};
 use std::arch::x86_64::*;
 
-const TOKENS: usize = 4;
-
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL/VNNI, F16C and FMA; the arguments were checked by
 /// `q8_packed::dot_rows_tokens`.
@@ -21,9 +19,10 @@ pub(crate) unsafe fn dot_rows_tokens(
     out: &mut [f32],
 ) {
     for g in first / GROUP..(first + count) / GROUP {
+        let tile = super::q4p::even_tile(acts.len());
         let mut t0 = 0;
         while t0 < acts.len() {
-            let nt = TOKENS.min(acts.len() - t0);
+            let nt = tile.min(acts.len() - t0);
             let ts = &acts[t0..t0 + nt];
             let col = g * GROUP - first;
             match nt {
