@@ -108,9 +108,23 @@ pub struct RunOpts {
     /// equal single ones up to the summation order of the batched kernels
     #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub batch: usize,
+    /// Generation tasks: speculative decoding (one answer at a time: --batch is then 1). The
+    /// answers are those of --batch 1 without it, token for token
+    #[command(flatten)]
+    pub spec: crate::speculate_args::SpecArgs,
 }
 
 impl RunOpts {
+    /// Answers decoded together: --batch, or 1 under speculation (which pays one answer at a
+    /// time: a batch already fills the kernels' rows).
+    pub fn generation_batch(&self) -> usize {
+        if self.spec.on() {
+            1
+        } else {
+            self.batch
+        }
+    }
+
     pub fn start_threads(&self) -> Result<()> {
         crate::term::set_threads(self.threads)
     }

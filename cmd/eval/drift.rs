@@ -46,6 +46,9 @@ pub struct DriftArgs {
     /// Answers decoded together per step (1: one at a time)
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
+    /// Speculative decoding for both builds (one answer at a time; the answers are --batch 1's)
+    #[command(flatten)]
+    pub spec: crate::speculate_args::SpecArgs,
 }
 
 fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
@@ -64,6 +67,7 @@ fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
         ctx: a.ctx,
         threads: None,
         batch: a.batch,
+        spec: a.spec.clone(),
     };
     if task == "ifeval" {
         return ifeval_run(&IfevalArgs {

@@ -4,10 +4,11 @@
 
 use pocket::batch::{generate_text_queue, BatchItem};
 use pocket::chat_template::Message;
-use pocket::generate::{generate_text, Control, StopAt};
+use pocket::generate::{generate_text_with, Assist, Control, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::model::{Logits, State};
 use pocket::sampler::{Sampler, SamplerConfig};
+use pocket::speculate::{SpecStats, Speculator};
 use pocket_evals::{GenRequest, LogitModel, Prompt, TextGenerator, Tokenize};
 
 pub struct Engine<'m> {
@@ -19,6 +20,9 @@ pub struct Engine<'m> {
     /// Generated tokens and decode time, summed over requests.
     pub generated_tokens: usize,
     pub decode_seconds: f64,
+    /// Speculative decoding for one-at-a-time generation, and what it did over the requests.
+    pub speculate: Option<Speculator<'m>>,
+    pub speculation: SpecStats,
 }
 
 impl<'m> Engine<'m> {
@@ -31,6 +35,8 @@ impl<'m> Engine<'m> {
             ctx,
             generated_tokens: 0,
             decode_seconds: 0.0,
+            speculate: None,
+            speculation: SpecStats::default(),
         }
     }
 }
@@ -167,16 +173,23 @@ impl TextGenerator for Engine<'_> {
             strings: &request.until,
             max_tokens: request.max_gen_toks,
         };
-        let answer = generate_text(
+        let answer = generate_text_with(
             &self.m.model,
             &self.m.tokenizer,
             &mut self.state,
             &ids,
             &mut sampler,
             &stop,
+            Assist {
+                speculate: self.speculate.as_mut(),
+                ..Assist::default()
+            },
             |_| Control::Continue,
         )
         .map_err(|e| e.to_string())?;
+        if let Some(s) = &answer.generation.speculation {
+            self.speculation.add(s);
+        }
         self.generated_tokens += answer.generation.tokens.len();
         self.decode_seconds +=
             (answer.generation.prefill_time + answer.generation.decode_time).as_secs_f64();

@@ -242,14 +242,19 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
             },
         })
         .collect();
+    let draft = a
+        .run
+        .spec
+        .load_draft(&m, crate::settings::load_options(true)?)?;
     let mut engine = Engine::new(&m, ctx);
+    engine.speculate = a.run.spec.speculator(&m, draft.as_ref(), ctx);
     let start = Instant::now();
     let mut verdicts: Vec<(&IfevalItem, ItemVerdict)> = Vec::new();
     let scored = run_items(
         &mut engine,
         &mut resume,
         &requests,
-        a.run.batch,
+        a.run.generation_batch(),
         a.run.json,
         "prompt_level_strict_acc",
         |i, response| {
@@ -310,13 +315,18 @@ pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
             request: task.request(&p.question, &exemplars),
         })
         .collect();
+    let draft = a
+        .run
+        .spec
+        .load_draft(&m, crate::settings::load_options(true)?)?;
     let mut engine = Engine::new(&m, ctx);
+    engine.speculate = a.run.spec.speculator(&m, draft.as_ref(), ctx);
     let start = Instant::now();
     let scored = run_items(
         &mut engine,
         &mut resume,
         &requests,
-        a.run.batch,
+        a.run.generation_batch(),
         a.run.json,
         "flexible_extract",
         |i, response| {
@@ -391,8 +401,17 @@ fn resumed_note(resume: &Resume, run: &RunOpts) -> String {
 
 fn speed(engine: &Engine, start: Instant) -> Option<String> {
     (engine.generated_tokens > 0).then(|| {
+        let s = engine.speculation;
+        let spec = if engine.speculate.is_some() {
+            format!(
+                "; speculation kept {}/{} proposals, {} passes",
+                s.accepted, s.proposed, s.passes
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "generated {} tokens in {:.0} s ({:.1} tok/s including prompts)",
+            "generated {} tokens in {:.0} s ({:.1} tok/s including prompts{spec})",
             engine.generated_tokens,
             start.elapsed().as_secs_f64(),
             engine.generated_tokens as f64 / engine.decode_seconds.max(1e-9)
