@@ -7,8 +7,12 @@ use super::policy::{Policy, Source};
 
 pub struct Lookup {
     max_ngram: usize,
-    /// The n-gram size of the last proposal (its acceptance is counted under it).
+    /// The kind of the last proposal (its acceptance is counted under it).
     last: Source,
+    /// Where in the context the last proposal was copied from (its first token) and its length.
+    from: Option<(usize, usize)>,
+    /// The length of the context the last proposal was made for.
+    at_len: usize,
 }
 
 impl Lookup {
@@ -16,6 +20,8 @@ impl Lookup {
         Lookup {
             max_ngram: max_ngram.max(1),
             last: Source::Gram(1),
+            from: None,
+            at_len: 0,
         }
     }
 
@@ -31,11 +37,20 @@ impl Lookup {
             let Some(at) = latest_occurrence(ctx, n) else {
                 continue;
             };
-            let follow = &ctx[at + n..];
-            self.last = Source::Gram(n);
+            let start = at + n;
+            let follow = &ctx[start..];
+            // A streak: the last proposal was all kept (the context grew by it and the next
+            // token), and this one is copied from right after it.
+            let streak = self.from.is_some_and(|(f, k)| {
+                ctx.len() == self.at_len + k + 1 && start == f + k + 1
+            });
+            self.last = if streak { Source::Streak } else { Source::Gram(n) };
             let k = policy.draft_len(self.last, room.min(follow.len()));
+            self.from = (k > 0).then_some((start, k));
+            self.at_len = len;
             return follow[..k].to_vec();
         }
+        self.from = None;
         Vec::new()
     }
 }
@@ -67,6 +82,20 @@ mod tests {
         assert_eq!(l.propose(&ctx, 15, &policy), [4, 5, 3, 9]);
         assert_eq!(l.last_source(), Source::Gram(3));
         assert_eq!(l.propose(&ctx, 2, &policy), [4, 5]);
+        // [4, 5, 6] proposed and kept, then 7 sampled: the copy goes on from 8.
+        let mut l = Lookup::new(3);
+        let ctx = [7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3];
+        assert_eq!(l.propose(&ctx, 3, &policy), [4, 5, 6]);
+        assert_eq!(l.last_source(), Source::Gram(3));
+        let grown = [&ctx[..], &[4, 5, 6, 7]].concat();
+        assert_eq!(l.propose(&grown, 3, &policy), [8, 9, 1]);
+        assert_eq!(l.last_source(), Source::Streak);
+        // Had the model written 0 instead of 7, the match would be a fresh one.
+        let mut l2 = Lookup::new(3);
+        l2.propose(&ctx, 3, &policy);
+        let other = [&ctx[..], &[4, 5, 6, 0, 4, 5, 6]].concat();
+        l2.propose(&other, 3, &policy);
+        assert_eq!(l2.last_source(), Source::Gram(3));
         // Nothing earlier matches: no proposal.
         assert!(l.propose(&[1, 2, 3, 4], 15, &policy).is_empty());
         // The adaptive policy proposes nothing before a plain step was timed.

@@ -15,6 +15,10 @@ use std::time::Duration;
 pub enum Source {
     /// A context n-gram of this many tokens (4 or more count as 4).
     Gram(usize),
+    /// A copy going on: the match continues right where the last proposal, all of it kept,
+    /// was taken from. Copies come in long runs, so this holds far more often than a fresh
+    /// match.
+    Streak,
     /// A draft model.
     Model,
 }
@@ -23,15 +27,16 @@ impl Source {
     fn index(self) -> usize {
         match self {
             Source::Gram(n) => n.clamp(1, 4) - 1,
-            Source::Model => 4,
+            Source::Streak => 4,
+            Source::Model => 5,
         }
     }
 }
 
-/// Prior acceptance per source (n-grams of 1, 2, 3, 4+ tokens; a draft model), worth
+/// Prior acceptance per source (n-grams of 1, 2, 3, 4+ tokens; a streak; a draft model), worth
 /// [`PRIOR_WEIGHT`] passes: short n-grams in free text mostly fail; a draft is meant to be a
 /// close build of the model (its own Q4 build keeps about 0.8–0.9 of its proposals).
-const PRIOR: [f64; 5] = [0.2, 0.35, 0.5, 0.6, 0.8];
+const PRIOR: [f64; 6] = [0.2, 0.35, 0.5, 0.6, 0.8, 0.8];
 const PRIOR_WEIGHT: f64 = 2.0;
 /// A source's evidence decays by this much each time it is tried, so the estimate follows the
 /// text's kind...
@@ -47,8 +52,8 @@ const ROW_COST_PRIOR: f64 = 0.3;
 #[derive(Clone, Debug)]
 pub struct Policy {
     /// Per source: decayed counts of kept proposals and of passes that rejected one.
-    kept: [f64; 5],
-    rejected: [f64; 5],
+    kept: [f64; 6],
+    rejected: [f64; 6],
     /// Seconds of a one-row pass, of an extra verified row and of a draft step (smoothed).
     step: Option<f64>,
     row: Option<f64>,
@@ -64,8 +69,8 @@ impl Policy {
     /// draft model).
     pub fn new(draft_cost: Option<f64>) -> Policy {
         Policy {
-            kept: [0.0; 5],
-            rejected: [0.0; 5],
+            kept: [0.0; 6],
+            rejected: [0.0; 6],
             step: None,
             row: None,
             draft_step: None,

@@ -174,14 +174,16 @@ impl Matrix {
     }
 
     /// [`Matrix::matmul_group`], each row's result equal bit for bit to a mat-vec of that row
-    /// (speculative decoding's verification). The int8, W4A16 and dense kernels run a few
-    /// tokens through the same per-token arithmetic as one (the test below holds them to it),
-    /// so up to [`SMALL_BATCH`] rows take them and read the weights once; the f32 fallback's
-    /// tile sums in another order, so it (and bigger batches) takes one mat-vec per row.
+    /// (speculative decoding's verification). The int8 and dense kernels run a few tokens
+    /// through the same per-token arithmetic as one (tests/engine/speculative.rs holds them to
+    /// it on every ISA), so up to [`SMALL_BATCH`] rows take them and read the weights once. The
+    /// W4A16 kernels split a token's f32 sums over as many accumulators as its tile leaves
+    /// registers for, and the f32 fallback's tile sums in another order: those (and bigger
+    /// batches) take one mat-vec per row.
     pub fn matmul_group_as_matvec(ms: &[&Matrix], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
-        let same = ms.iter().all(|m| {
-            m.int8_kernel().is_some() || m.w4a16_kernel().is_some() || m.dense_kernel().is_some()
-        });
+        let same = ms
+            .iter()
+            .all(|m| m.int8_kernel().is_some() || m.dense_kernel().is_some());
         if n <= SMALL_BATCH && same {
             if !Matrix::matmul_group_small_int8(ms, x, n, ys) {
                 for (m, y) in ms.iter().zip(ys.iter_mut()) {

@@ -951,6 +951,51 @@ fn cases(dir: &Path) -> Vec<Case> {
         code: 2,
         needles: vec!["--choices", "--regex"],
     });
+    // Speculative decoding: a draft must share the model's tokenizer, and come with its mode.
+    let qwen2 = tiny("qwen2-tiny").display().to_string();
+    let llama = tiny("llama-tiny").display().to_string();
+    let spec = |what, extra: &[&str], code, needles: &[&'static str]| {
+        let mut args: Vec<String> = vec!["run".into(), qwen2.clone(), "-p".into(), "hi".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Case {
+            format: "speculation",
+            what,
+            args,
+            stdin: None,
+            code,
+            needles: needles.to_vec(),
+        }
+    };
+    v.push(spec(
+        "draft with another tokenizer",
+        &["--draft", &llama],
+        1,
+        &["llama-tiny", "qwen2-tiny", "tokenizer"],
+    ));
+    v.push(spec(
+        "draft mode without a draft",
+        &["--speculate", "draft"],
+        1,
+        &["--speculate draft needs --draft"],
+    ));
+    v.push(spec(
+        "draft that is not a model",
+        &["--draft", &dir.join("nowhere.gguf").display().to_string()],
+        1,
+        &["the draft model", "nowhere.gguf"],
+    ));
+    v.push(spec(
+        "speculation with a constraint",
+        &["--speculate", "lookup", "--choices", "a,b"],
+        1,
+        &["--speculate", "does not combine"],
+    ));
+    v.push(spec(
+        "draft tokens out of range",
+        &["--speculate", "lookup", "--draft-tokens", "16"],
+        2,
+        &["--draft-tokens", "16"],
+    ));
     v.push(Case {
         format: "usage",
         what: "unknown option",
