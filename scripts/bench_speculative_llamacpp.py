@@ -85,9 +85,11 @@ def main():
     a = ap.parse_args()
     prompts = [json.loads(l)["prompt"] for l in open(a.prompts, encoding="utf-8") if l.strip()]
     common = dict(model_path=a.model, n_ctx=2048, n_threads=a.threads, n_threads_batch=a.threads,
-                  verbose=False, logits_all=False)
+                  verbose=False)
     plain = llama_cpp.Llama(**common)
-    lookup = llama_cpp.Llama(**common, draft_model=LlamaPromptLookupDecoding(
+    # The draft's rows need their logits kept (without it llama-cpp-python 0.3.36 fails to
+    # store a pass of more rows than its batch of scores: "could not broadcast").
+    lookup = llama_cpp.Llama(**common, logits_all=True, draft_model=LlamaPromptLookupDecoding(
         max_ngram_size=a.ngram, num_pred_tokens=a.pred))
     stops = {plain.token_eos()}
     for name in ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>"):

@@ -347,7 +347,7 @@ pub fn stats_line(g: &Generation, reused: usize, used: usize, ctx: usize) -> Str
             " · speculation {}/{} kept, {:.2} tokens/pass",
             s.accepted,
             s.proposed,
-            g.tokens.len() as f64 / s.passes.max(1) as f64
+            g.tokens.len().saturating_sub(1) as f64 / s.passes.max(1) as f64
         )
     });
     format!(

@@ -41,10 +41,14 @@ impl Lookup {
             let follow = &ctx[start..];
             // A streak: the last proposal was all kept (the context grew by it and the next
             // token), and this one is copied from right after it.
-            let streak = self.from.is_some_and(|(f, k)| {
-                ctx.len() == self.at_len + k + 1 && start == f + k + 1
-            });
-            self.last = if streak { Source::Streak } else { Source::Gram(n) };
+            let streak = self
+                .from
+                .is_some_and(|(f, k)| ctx.len() == self.at_len + k + 1 && start == f + k + 1);
+            self.last = if streak {
+                Source::Streak
+            } else {
+                Source::Gram(n)
+            };
             let k = policy.draft_len(self.last, room.min(follow.len()));
             self.from = (k > 0).then_some((start, k));
             self.at_len = len;

@@ -234,8 +234,8 @@ fn chat_turns_with_speculation_equal_turns_without() {
     assert_eq!(turns(false), turns(true));
 }
 
-/// Not a check: prints what a verification pass of r rows costs against one step, on the
-/// fetched models (medians of 15), for docs/performance.md.
+/// Not a check: prints what a verification pass of r rows costs against one step after 200 and
+/// 3,000 positions, on the fetched models (medians of 15), for docs/performance.md.
 /// `cargo test --release -p pocket-cli --test engine verify_cost -- --ignored --nocapture`
 #[test]
 #[ignore]
@@ -246,32 +246,36 @@ fn verify_cost_curve() {
         };
         let m = common::open(&path).unwrap();
         let model = &m.model;
-        let prompt: Vec<u32> = (0..200u32).map(|i| (i * 37 + 11) % 200 + 5).collect();
-        let mut st = model.new_state(4096);
-        model.forward_batch(&mut st, &prompt, Logits::Last).unwrap();
-        let base = st.cache.len();
-        let mut res = Vec::new();
-        for rows in [1usize, 2, 3, 4, 6, 8, 12, 16] {
-            let toks: Vec<u32> = (0..rows as u32).map(|i| i + 100).collect();
-            let mut times = Vec::new();
-            for _ in 0..15 {
-                let t = std::time::Instant::now();
-                if rows == 1 {
-                    model.step(&mut st, toks[0], true).unwrap();
-                } else {
-                    model.verify(&mut st, &toks).unwrap();
-                }
-                times.push(t.elapsed().as_secs_f64() * 1e3);
-                st.cache.truncate(base);
+        for depth in [200u32, 3000] {
+            let prompt: Vec<u32> = (0..depth).map(|i| (i * 37 + 11) % 200 + 5).collect();
+            let mut st = model.new_state(4096);
+            for chunk in prompt.chunks(256) {
+                model.forward_batch(&mut st, chunk, Logits::None).unwrap();
             }
-            times.sort_by(f64::total_cmp);
-            res.push((rows, times[7]));
+            let base = st.cache.len();
+            let mut res = Vec::new();
+            for rows in [1usize, 2, 3, 4, 6, 8, 12, 16] {
+                let toks: Vec<u32> = (0..rows as u32).map(|i| i + 100).collect();
+                let mut times = Vec::new();
+                for _ in 0..15 {
+                    let t = std::time::Instant::now();
+                    if rows == 1 {
+                        model.step(&mut st, toks[0], true).unwrap();
+                    } else {
+                        model.verify(&mut st, &toks).unwrap();
+                    }
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                    st.cache.truncate(base);
+                }
+                times.sort_by(f64::total_cmp);
+                res.push((rows, times[7]));
+            }
+            let one = res[0].1;
+            let line: Vec<String> = res
+                .iter()
+                .map(|(r, t)| format!("{r}: {t:.2} ms ({:.2}×)", t / one))
+                .collect();
+            eprintln!("{rel} @ {depth}: {}", line.join(", "));
         }
-        let one = res[0].1;
-        let line: Vec<String> = res
-            .iter()
-            .map(|(r, t)| format!("{r}: {t:.2} ms ({:.2}×)", t / one))
-            .collect();
-        eprintln!("{rel}: {}", line.join(", "));
     }
 }
