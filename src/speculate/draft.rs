@@ -30,10 +30,6 @@ impl<'m> Draft<'m> {
         }
     }
 
-    pub fn cache_bytes(&self) -> usize {
-        self.state.cache.bytes()
-    }
-
     /// `k` tokens after `ctx`, each sampled from the draft's logits by a copy of the target's
     /// `sampler` (the same penalty window and the same draws the target will use).
     pub fn propose(

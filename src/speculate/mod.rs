@@ -113,14 +113,6 @@ impl<'m> Speculator<'m> {
         }
     }
 
-    /// Bytes the speculation holds beyond the target (the draft model's cache).
-    pub fn cache_bytes(&self) -> usize {
-        match &self.proposer {
-            Proposer::Lookup(_) => 0,
-            Proposer::Draft(d) => d.cache_bytes(),
-        }
-    }
-
     /// Up to `room` tokens that may follow `ctx` (every token so far, the last one not yet
     /// run by the target), sampled for a draft with a copy of `sampler`.
     pub(crate) fn propose(
