@@ -8,9 +8,10 @@
 //! `cargo bench --bench kernels`
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use pocket::kernels::attn::{self, KvHead, Running};
+use pocket::kernels::attn::{self, Running};
 use pocket::kernels::dense::{self, DenseKind, DenseMatrix};
 use pocket::kernels::{act::QuantActs, q4, q4_packed, q8, Cpu, Isa};
+use pocket::kv_cache::{KvCache, KvPrecision};
 use pocket_formats::quant::q4 as codec;
 use pocket_formats::quant::q8 as codec8;
 use pocket_formats::quant::search::Method;
@@ -166,35 +167,42 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-/// Decode attention of one KV head's query group (MNN-Pocket: 7 query heads, head_dim 64, f16
-/// cache) over 4,096 positions: once with one head (1 MB, held in L2) and once walking the 56
-/// heads of 28 layers (58.7 MB, streamed from DRAM as in a real step). Throughput is in cache
-/// bytes read.
+/// Decode attention of one KV head's query group (MNN-Pocket: 7 query heads, head_dim 64) over
+/// 4,096 positions, in an f16 and an int8 (`--kv q8`) cache: once with one head (held in L2)
+/// and once walking the 56 heads of 28 layers (streamed from DRAM as in a real step).
+/// Throughput is in cache bytes read.
 fn bench_attention(c: &mut Criterion) {
     let (g, d, n) = (7usize, 64usize, 4096usize);
     let q = values(g * d, 4);
-    let head = |seed: u64| -> (Vec<half::f16>, Vec<half::f16>) {
-        let to16 = |v: Vec<f32>| v.into_iter().map(half::f16::from_f32).collect::<Vec<_>>();
-        (to16(values(n * d, seed)), to16(values(n * d, seed + 1)))
-    };
-    let heads: Vec<_> = (0..56).map(|h| head(10 + 2 * h)).collect();
-    let mut group = c.benchmark_group(format!("attn_decode_g{g}_d{d}_n{n}"));
-    // The scalar twin takes half a second for the DRAM set: it is the definition, not a path.
-    for isa in isas().into_iter().filter(|&i| i.isa() != Isa::Scalar) {
-        for (label, count) in [("l2", 1usize), ("dram", heads.len())] {
-            group.throughput(Throughput::Bytes((count * n * d * 2 * 2) as u64));
-            group.bench_function(format!("{label}_{}", isa.isa().name()), |b| {
-                b.iter(|| {
-                    for (k, v) in &heads[..count] {
-                        let mut run = Running::new(g, d);
-                        attn::span(isa, &q, d, KvHead::F16 { k, v }, 0, n, &mut run);
-                        std::hint::black_box(&run);
-                    }
-                })
-            });
+    let head = |seed: u64, kv: KvPrecision| {
+        let mut cache = KvCache::new(1, 1, d, n, kv);
+        let (k, v) = (values(n * d, seed), values(n * d, seed + 1));
+        for t in 0..n {
+            cache.push(0, &k[t * d..(t + 1) * d], &v[t * d..(t + 1) * d]);
         }
+        cache
+    };
+    for kv in [KvPrecision::F16, KvPrecision::Q8] {
+        let heads: Vec<KvCache> = (0..56).map(|h| head(10 + 2 * h, kv)).collect();
+        let mut group = c.benchmark_group(format!("attn_decode_{}_g{g}_d{d}_n{n}", kv.name()));
+        // The scalar twin takes half a second for the DRAM set: it is the definition, not a path.
+        for isa in isas().into_iter().filter(|&i| i.isa() != Isa::Scalar) {
+            for (label, count) in [("l2", 1usize), ("dram", heads.len())] {
+                let bytes: usize = heads[..count].iter().map(|h| h.bytes()).sum();
+                group.throughput(Throughput::Bytes(bytes as u64));
+                group.bench_function(format!("{label}_{}", isa.isa().name()), |b| {
+                    b.iter(|| {
+                        for h in &heads[..count] {
+                            let mut run = Running::new(g, d);
+                            attn::span(isa, &q, d, h.layer(0).head(0), 0, n, &mut run);
+                            std::hint::black_box(&run);
+                        }
+                    })
+                });
+            }
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 criterion_group! {

@@ -126,6 +126,12 @@ struct Report {
     peak_rss_bytes: u64,
     /// The KV cache's element type.
     kv: &'static str,
+    /// The cache's bytes after the depth run (`depth + n` positions), as held in memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_bytes: Option<usize>,
+    /// Bytes one decode step at depth reads: the weights a step touches and the cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step_bytes_at_depth: Option<usize>,
     threads: usize,
     isa: &'static str,
     activations: &'static str,
@@ -183,6 +189,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     if need > max_ctx {
         bail!("-p/--depth/-n need {need} positions; the model has {max_ctx}");
     }
+    crate::memory::fit_context(model, "-p/--depth/-n", Some(need), need, args.json)?;
     let vocab = model.spec.vocab_size;
     let say = |s: String| {
         if !args.json {
@@ -219,6 +226,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         None
     };
 
+    let mut kv_bytes = None;
     let tg_depth = if args.gen > 0 && args.depth > 0 {
         let mut state = model.new_state(args.depth + args.gen);
         model.forward_batch(&mut state, &tokens(args.depth, vocab, 3), Logits::None)?;
@@ -227,6 +235,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
             state.cache.truncate(args.depth);
             secs.push(decode(model, &mut state, args.gen, 4 + rep as u64)?);
         }
+        kv_bytes = Some(state.cache.bytes());
         let f = Figure::of(args.gen, Some(args.depth), &secs);
         say(format!(
             "tg{} @ d{}: {:.1} tok/s",
@@ -246,6 +255,10 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         ttft_s,
         peak_rss_bytes: peak_rss_bytes(),
         kv: model.config.kv.name(),
+        kv_bytes,
+        step_bytes_at_depth: (args.depth > 0).then(|| {
+            model.step_bytes() + model.kv_bytes(args.depth + args.gen / 2, model.config.kv)
+        }),
         threads: pocket::kernels::pool::global().threads(),
         isa: model.config.cpu.isa().name(),
         activations: match model.config.activations {

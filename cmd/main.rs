@@ -9,6 +9,7 @@ mod convert;
 mod eval;
 mod export;
 mod inspect;
+mod memory;
 mod quant_args;
 mod quantize;
 mod run;
@@ -37,6 +38,11 @@ struct Cli {
     /// the exact path). Same as POCKET_ACT=int8|f32
     #[arg(long, global = true, value_enum)]
     activations: Option<ActivationsArg>,
+    /// The KV cache's element type: f16 (the default), f32 (the exact path's), or q8 (int8
+    /// with an f16 scale per 32 dimensions: half of f16's memory and of the bytes decoding
+    /// reads at depth; docs/performance.md, "Long context"). Same as POCKET_KV
+    #[arg(long, global = true, value_enum)]
+    kv: Option<KvArg>,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,6 +51,13 @@ struct Cli {
 enum ActivationsArg {
     Int8,
     F32,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum KvArg {
+    F16,
+    F32,
+    Q8,
 }
 
 #[derive(Subcommand)]
@@ -88,6 +101,13 @@ fn main() -> ExitCode {
         settings::set_activations_flag(match a {
             ActivationsArg::Int8 => pocket::config::Activations::Int8,
             ActivationsArg::F32 => pocket::config::Activations::F32,
+        });
+    }
+    if let Some(k) = cli.kv {
+        settings::set_kv_flag(match k {
+            KvArg::F16 => pocket::config::KvPrecision::F16,
+            KvArg::F32 => pocket::config::KvPrecision::F32,
+            KvArg::Q8 => pocket::config::KvPrecision::Q8,
         });
     }
     let result = match cli.command {

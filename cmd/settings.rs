@@ -8,17 +8,24 @@ use pocket::loader::LoadOptions;
 use std::sync::OnceLock;
 
 static ACTIVATIONS_FLAG: OnceLock<Activations> = OnceLock::new();
+static KV_FLAG: OnceLock<KvPrecision> = OnceLock::new();
 
 /// Records `--activations` (it wins over `POCKET_ACT`).
 pub fn set_activations_flag(a: Activations) {
     let _ = ACTIVATIONS_FLAG.set(a);
 }
 
+/// Records `--kv` (it wins over `POCKET_KV`).
+pub fn set_kv_flag(k: KvPrecision) {
+    let _ = KV_FLAG.set(k);
+}
+
 /// The configuration models load with:
 /// - `POCKET_ISA=scalar|avx2|avx512` (x86-64) or `scalar|neon|dotprod|i8mm` (aarch64) caps the
 ///   kernels (never above what the CPU has);
 /// - `--activations` or `POCKET_ACT=int8|f32` picks the activation precision;
-/// - `POCKET_KV=f16|f32` the cache, which defaults to f32 on the exact (f32) path.
+/// - `--kv` or `POCKET_KV=f16|f32|q8` the cache, which defaults to f32 on the exact (f32)
+///   path and to f16 otherwise (docs/performance.md, "Long context", says why).
 pub fn engine_config() -> Result<EngineConfig> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let mut c = EngineConfig::fast();
@@ -49,12 +56,14 @@ pub fn engine_config() -> Result<EngineConfig> {
         (None, Some(v)) => bail!("POCKET_ACT={v}: expected int8 or f32"),
     };
     c.activations = acts;
-    c.kv = match var("POCKET_KV").as_deref() {
-        Some("f16") => KvPrecision::F16,
-        Some("f32") => KvPrecision::F32,
-        Some(v) => bail!("POCKET_KV={v}: expected f16 or f32"),
-        None if acts == Activations::F32 => KvPrecision::F32,
-        None => KvPrecision::F16,
+    c.kv = match (KV_FLAG.get(), var("POCKET_KV").as_deref()) {
+        (Some(&k), _) => k,
+        (None, Some(v)) => match KvPrecision::parse(v) {
+            Some(k) => k,
+            None => bail!("POCKET_KV={v}: expected f16, f32 or q8"),
+        },
+        (None, None) if acts == Activations::F32 => KvPrecision::F32,
+        (None, None) => KvPrecision::F16,
     };
     Ok(c)
 }

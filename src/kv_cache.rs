@@ -1,14 +1,17 @@
 //! The key/value cache: for every layer and KV head, the rotated keys and the values of every
-//! position so far, in f16 (the default: half the memory and bandwidth) or f32 (the exact
-//! reference). Keys are tile-transposed for the attention kernels (see `kernels::attn`):
-//! `[tile][head_dim][16 positions]`; values are one row per position.
+//! position so far, in f16 (the default: half the memory and bandwidth), f32 (the exact
+//! reference) or int8 with an f16 scale per block of 32 dimensions (`--kv q8`: half of f16
+//! again, see `kernels::attn_q8`). Keys are tile-transposed for the attention kernels (see
+//! `kernels::attn`): `[tile][head_dim][16 positions]` (int8: `[tile][head_dim/4][16][4]`);
+//! values are one row per position.
 //!
 //! A sliding-window layer (Gemma's local layers) keeps a ring of [`ring_slots`] positions
 //! instead of all of them: position `p` lives in slot `p % slots`. The ring is longer than the
 //! window by a slack, so a batch of up to [`KvCache::batch_limit`] tokens can be pushed before
 //! its tokens attend without overwriting a key one of them still needs.
 
-use crate::kernels::attn::{KvHead, TILE};
+use crate::kernels::attn::{q8_block, quantize_q8, KvHead, Q8Head, TILE};
+use crate::kernels::attn_q8::{key_at, scale_at, value_at};
 use half::f16;
 
 /// The element type of the cache.
@@ -16,6 +19,8 @@ use half::f16;
 pub enum KvPrecision {
     F16,
     F32,
+    /// int8 codes, an f16 scale per position, KV head and block of 32 (or 16) dimensions.
+    Q8,
 }
 
 impl KvPrecision {
@@ -23,6 +28,26 @@ impl KvPrecision {
         match self {
             KvPrecision::F16 => "f16",
             KvPrecision::F32 => "f32",
+            KvPrecision::Q8 => "q8",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<KvPrecision> {
+        match s {
+            "f16" => Some(KvPrecision::F16),
+            "f32" => Some(KvPrecision::F32),
+            "q8" => Some(KvPrecision::Q8),
+            _ => None,
+        }
+    }
+
+    /// Bytes one position takes per KV head of `head_dim` (keys and values, scales included):
+    /// the figure `--ctx` is checked against before a cache is made.
+    pub fn bytes_per_head_position(self, head_dim: usize) -> usize {
+        match self {
+            KvPrecision::F32 => 2 * 4 * head_dim,
+            KvPrecision::F16 => 2 * 2 * head_dim,
+            KvPrecision::Q8 => 2 * (head_dim + 2 * (head_dim / q8_block(head_dim).unwrap_or(16))),
         }
     }
 }
@@ -42,20 +67,35 @@ pub struct KvCache {
     /// Positions pushed to each layer (the last layer's count completes a position).
     layer_len: Vec<usize>,
     head_dim: usize,
+    /// Dimensions per scale of an int8 cache.
+    block: usize,
     len: usize,
     capacity: usize,
     precision: KvPrecision,
 }
 
 enum HeadCache {
-    F32 { k: Vec<f32>, v: Vec<f32> },
-    F16 { k: Vec<f16>, v: Vec<f16> },
+    F32 {
+        k: Vec<f32>,
+        v: Vec<f32>,
+    },
+    F16 {
+        k: Vec<f16>,
+        v: Vec<f16>,
+    },
+    Q8 {
+        k: Vec<i8>,
+        ks: Vec<f16>,
+        v: Vec<i8>,
+        vs: Vec<f16>,
+    },
 }
 
 /// One layer's cache, as the attention kernels read it.
 pub struct LayerKv<'a> {
     heads: &'a [HeadCache],
     slots: Option<usize>,
+    block: usize,
 }
 
 impl LayerKv<'_> {
@@ -68,13 +108,21 @@ impl LayerKv<'_> {
         match &self.heads[h] {
             HeadCache::F32 { k, v } => KvHead::F32 { k, v },
             HeadCache::F16 { k, v } => KvHead::F16 { k, v },
+            HeadCache::Q8 { k, ks, v, vs } => KvHead::Q8(Q8Head {
+                k,
+                ks,
+                v,
+                vs,
+                block: self.block,
+            }),
         }
     }
 }
 
 impl KvCache {
     /// A cache for `num_layers` layers of `kv_heads` heads of `head_dim`, holding at most
-    /// `capacity` positions. Memory grows with use, not with capacity.
+    /// `capacity` positions. Memory grows with use, not with capacity. An int8 cache needs
+    /// `head_dim` a multiple of 16 (`Model::load` refuses the others).
     pub fn new(
         num_layers: usize,
         kv_heads: usize,
@@ -91,6 +139,16 @@ impl KvCache {
                 k: Vec::new(),
                 v: Vec::new(),
             },
+            KvPrecision::Q8 => HeadCache::Q8 {
+                k: Vec::new(),
+                ks: Vec::new(),
+                v: Vec::new(),
+                vs: Vec::new(),
+            },
+        };
+        let block = match precision {
+            KvPrecision::Q8 => q8_block(head_dim).expect("an int8 cache needs head_dim % 16 == 0"),
+            _ => head_dim,
         };
         KvCache {
             layers: (0..num_layers)
@@ -99,6 +157,7 @@ impl KvCache {
             rings: vec![None; num_layers],
             layer_len: vec![0; num_layers],
             head_dim,
+            block,
             len: 0,
             capacity,
             precision,
@@ -138,21 +197,18 @@ impl KvCache {
         self.precision
     }
 
-    /// Bytes held by the cache's elements.
+    /// Bytes held by the cache's elements (scales included; a partly filled last key tile
+    /// counts whole).
     pub fn bytes(&self) -> usize {
-        let per = match self.precision {
-            KvPrecision::F16 => 2,
-            KvPrecision::F32 => 4,
-        };
         self.layers
             .iter()
             .flatten()
             .map(|h| match h {
-                HeadCache::F32 { k, v } => k.len() + v.len(),
-                HeadCache::F16 { k, v } => k.len() + v.len(),
+                HeadCache::F32 { k, v } => 4 * (k.len() + v.len()),
+                HeadCache::F16 { k, v } => 2 * (k.len() + v.len()),
+                HeadCache::Q8 { k, ks, v, vs } => k.len() + v.len() + 2 * (ks.len() + vs.len()),
             })
             .sum::<usize>()
-            * per
     }
 
     /// Appends one position's keys and values (`kv_heads × head_dim` each) for `layer`. The
@@ -165,6 +221,8 @@ impl KvCache {
             None => pos,
         };
         let (tile, lane) = (slot / TILE * d * TILE, slot % TILE);
+        let (block, nb) = (self.block, d / self.block);
+        let mut codes = vec![0i8; d];
         for (h, hc) in self.layers[layer].iter_mut().enumerate() {
             let (kh, vh) = (&k[h * d..(h + 1) * d], &v[h * d..(h + 1) * d]);
             match hc {
@@ -196,6 +254,28 @@ impl KvCache {
                         }
                     }
                 }
+                HeadCache::Q8 { k, ks, v, vs } => {
+                    let tiles = slot / TILE + 1;
+                    if k.len() < tiles * TILE * d {
+                        for buf in [&mut *k, &mut *v] {
+                            buf.resize(tiles * TILE * d, 0);
+                        }
+                        for buf in [&mut *ks, &mut *vs] {
+                            buf.resize(tiles * TILE * nb, f16::ZERO);
+                        }
+                    }
+                    for b in 0..nb {
+                        let r = b * block..(b + 1) * block;
+                        ks[scale_at(nb, slot, b)] = quantize_q8(&kh[r.clone()], &mut codes);
+                        for (j, &c) in codes[..block].iter().enumerate() {
+                            k[key_at(d, slot, r.start + j)] = c;
+                        }
+                        vs[scale_at(nb, slot, b)] = quantize_q8(&vh[r.clone()], &mut codes);
+                        for (j, &c) in codes[..block].iter().enumerate() {
+                            v[value_at(d, slot, r.start + j)] = c;
+                        }
+                    }
+                }
             }
         }
         self.layer_len[layer] += 1;
@@ -209,6 +289,7 @@ impl KvCache {
         LayerKv {
             heads: &self.layers[layer],
             slots: self.rings[layer].map(|(slots, _)| slots),
+            block: self.block,
         }
     }
 
@@ -225,7 +306,7 @@ impl KvCache {
             Some((slots, w)) => len <= slots || n + 1 + slots >= len + w,
         };
         let n = if self.rings.iter().all(keeps) { n } else { 0 };
-        let d = self.head_dim;
+        let (d, nb) = (self.head_dim, self.head_dim / self.block);
         for (ring, heads) in self.rings.iter().zip(self.layers.iter_mut()) {
             // A ring that has wrapped keeps its slots; later pushes overwrite them in order.
             let kept = match *ring {
@@ -242,6 +323,13 @@ impl KvCache {
                     HeadCache::F16 { k, v } => {
                         k.truncate(kl);
                         v.truncate(vl);
+                    }
+                    HeadCache::Q8 { k, ks, v, vs } => {
+                        // Values are tiled like keys.
+                        k.truncate(kl);
+                        v.truncate(kl);
+                        ks.truncate(kl / d * nb);
+                        vs.truncate(kl / d * nb);
                     }
                 }
             }
@@ -277,7 +365,7 @@ mod tests {
         };
         let value = |c: &KvCache, layer: usize, slot: usize| match c.layer(layer).head(0) {
             KvHead::F32 { v, .. } => v[slot * d],
-            KvHead::F16 { .. } => unreachable!(),
+            _ => unreachable!(),
         };
         let mut c = mk();
         fill(&mut c, 0, 100);

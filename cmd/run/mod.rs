@@ -37,13 +37,12 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     if let Some(f) = &mut format {
         format::check(f, &m)?;
     }
-    let ctx = args
-        .ctx
-        .unwrap_or(m.model.spec.max_position_embeddings)
-        .min(m.model.spec.max_position_embeddings);
-    if ctx == 0 {
+    let max = m.model.spec.max_position_embeddings;
+    if args.ctx == Some(0) {
         bail!("--ctx must be at least 1");
     }
+    let ctx =
+        crate::memory::fit_context(&m.model, "--ctx", args.ctx.map(|c| c.min(max)), max, false)?;
 
     let prompt = match args.prompt.clone() {
         Some(p) => Some(p),

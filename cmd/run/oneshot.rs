@@ -118,6 +118,13 @@ pub fn run(
                 "prefill_tok_per_s": g.prefill_tok_per_s(),
                 "decode_tok_per_s": g.decode_tok_per_s(),
             },
+            "kv_cache": {
+                "type": state.cache.precision().name(),
+                "positions": state.cache.len(),
+                "bytes": state.cache.bytes(),
+                "context": ctx,
+                "bytes_at_context": m.model.kv_bytes(ctx, state.cache.precision()),
+            },
         });
         if let Some(s) = &g.speculation {
             obj["speculation"] = json!({

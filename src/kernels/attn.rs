@@ -5,8 +5,11 @@
 //!
 //! Keys are stored tile-transposed (`[tile][dim][16 positions]`), so one tile's scores for a
 //! query head are 16 lanes of FMAs with no horizontal sums; values are stored row per
-//! position. Both in f16 (the default cache) or f32 (the exact reference).
+//! position. Both in f16 (the default cache) or f32 (the exact reference), or in int8 with an
+//! f16 scale per block of dimensions (`attn_q8`: half the bytes of f16, integer scores).
 
+use super::attn_q8::{self, QuantQuery};
+pub use super::attn_q8::{q8_block, quantize_q8, Q8Head};
 use super::{Cpu, Isa};
 use half::f16;
 
@@ -16,8 +19,16 @@ pub const TILE: usize = 16;
 /// One KV head's cached keys (tile-transposed) and values (row per position).
 #[derive(Clone, Copy)]
 pub enum KvHead<'a> {
-    F32 { k: &'a [f32], v: &'a [f32] },
-    F16 { k: &'a [f16], v: &'a [f16] },
+    F32 {
+        k: &'a [f32],
+        v: &'a [f32],
+    },
+    F16 {
+        k: &'a [f16],
+        v: &'a [f16],
+    },
+    /// int8 codes, keys in quads of dimensions per tile (see [`Q8Head`]).
+    Q8(Q8Head<'a>),
 }
 
 /// The running state of a span: per query head a reference score `m` (the max seen, or up to
@@ -78,6 +89,10 @@ impl Running {
 pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
     let g = run.m.len();
     assert!(q.len() == g * d && run.acc.len() == g * d && t0 <= t1);
+    if let KvHead::Q8(c) = kv {
+        let qq = QuantQuery::new(q, g, d, c.block);
+        return attn_q8::span(cpu, &qq, d, c, t0, t1, run);
+    }
     let edge = t0.next_multiple_of(TILE).min(t1);
     if edge > t0 {
         span_scalar(q, d, kv, t0, edge, run);
@@ -89,6 +104,7 @@ pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
     let (klen, vlen) = match kv {
         KvHead::F32 { k, v } => (k.len(), v.len()),
         KvHead::F16 { k, v } => (k.len(), v.len()),
+        KvHead::Q8(_) => unreachable!("int8 caches return above"),
     };
     assert!(klen >= t1.div_ceil(TILE) * TILE * d && vlen >= t1 * d);
     match cpu.isa() {
@@ -115,25 +131,53 @@ pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
 
 /// The scalar twin: the definition the SIMD versions follow tile by tile.
 pub fn span_scalar(q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &mut Running) {
-    let g = run.m.len();
+    if let KvHead::Q8(c) = kv {
+        let qq = QuantQuery::new(q, run.m.len(), d, c.block);
+        return attn_q8::span_scalar(&qq, d, c, t0, t1, run);
+    }
     let key = |t: usize, i: usize| {
         let at = (t / TILE * d + i) * TILE + t % TILE;
         match kv {
             KvHead::F32 { k, .. } => k[at],
             KvHead::F16 { k, .. } => k[at].to_f32(),
+            KvHead::Q8(_) => unreachable!(),
         }
     };
     let value = |t: usize, i: usize| match kv {
         KvHead::F32 { v, .. } => v[t * d + i],
         KvHead::F16 { v, .. } => v[t * d + i].to_f32(),
+        KvHead::Q8(_) => unreachable!(),
     };
+    let score = |h: usize, t: usize| (0..d).map(|i| q[h * d + i] * key(t, i)).sum();
+    let values = |acc: &mut [f32], _h: usize, tile: usize, valid: usize, p: &[f32; TILE]| {
+        for (i, a) in acc.iter_mut().enumerate() {
+            for (lane, &pl) in p.iter().enumerate().take(valid) {
+                *a += pl * value(tile + lane, i);
+            }
+        }
+    };
+    fold_scalar(run, d, t0, t1, score, values);
+}
+
+/// The scalar online softmax over tiles of `t0..t1`, given each (head, position)'s score and
+/// how a tile's weights `p` add its values into a head's accumulator: what every cache type
+/// and ISA computes.
+pub(crate) fn fold_scalar(
+    run: &mut Running,
+    d: usize,
+    t0: usize,
+    t1: usize,
+    score: impl Fn(usize, usize) -> f32,
+    values: impl Fn(&mut [f32], usize, usize, usize, &[f32; TILE]),
+) {
+    let g = run.m.len();
     let mut tile = t0;
     while tile < t1 {
         let valid = TILE.min(t1 - tile);
         for h in 0..g {
             let mut s = [f32::NEG_INFINITY; TILE];
             for (lane, sl) in s.iter_mut().enumerate().take(valid) {
-                *sl = (0..d).map(|i| q[h * d + i] * key(tile + lane, i)).sum();
+                *sl = score(h, tile + lane);
             }
             // Lazy rescaling: the reference max `m` moves only when a score passes it by more
             // than RESCALE_AT, so the exponentials stay below e^RESCALE_AT and most tiles skip
@@ -148,15 +192,9 @@ pub fn span_scalar(q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &
                 run.m[h] = mx;
             }
             let m = run.m[h];
-            let p: Vec<f32> = s.iter().map(|&x| exp(x - m)).collect();
+            let p: [f32; TILE] = s.map(|x| exp(x - m));
             run.l[h] += p[..valid].iter().sum::<f32>();
-            for i in 0..d {
-                let mut a = run.acc[h * d + i];
-                for (lane, &pl) in p.iter().enumerate().take(valid) {
-                    a += pl * value(tile + lane, i);
-                }
-                run.acc[h * d + i] = a;
-            }
+            values(&mut run.acc[h * d..(h + 1) * d], h, tile, valid, &p);
         }
         tile += TILE;
     }

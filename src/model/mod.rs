@@ -74,6 +74,13 @@ impl Model {
     pub fn load(file: &ModelFile, config: EngineConfig) -> Result<Model, Error> {
         let spec = file.spec();
         spec.check_limits().map_err(Error::Invalid)?;
+        if config.kv == KvPrecision::Q8 && crate::kernels::attn::q8_block(spec.head_dim).is_none() {
+            return Err(Error::Invalid(format!(
+                "an int8 KV cache (--kv q8) needs head_dim a multiple of 16; this model's is {} \
+                 (use --kv f16)",
+                spec.head_dim
+            )));
+        }
         let s = spec;
         let (h, q_dim, kv_dim) = (
             s.hidden_size,
@@ -171,8 +178,6 @@ impl Model {
         })
     }
 
-    /// A fresh decoding state with room for `context` positions, its KV cache in the model's
-    /// precision ([`EngineConfig::kv`]).
     /// Bytes of weights one decode step reads (every layer's matrices and the head; the
     /// embedding only when it is the head): what a step costs, as decoding is memory-bound.
     pub fn step_bytes(&self) -> usize {
@@ -200,8 +205,27 @@ impl Model {
                 .stored_bytes()
     }
 
+    /// A fresh decoding state with room for `context` positions, its KV cache in the model's
+    /// precision ([`EngineConfig::kv`]).
     pub fn new_state(&self, context: usize) -> State {
         self.new_state_kv(context, self.config.kv)
+    }
+
+    /// Bytes a KV cache in `precision` holds once `context` positions are in it (a
+    /// sliding-window layer holds its ring at most): what `--ctx` is checked against before a
+    /// cache is made.
+    pub fn kv_bytes(&self, context: usize, precision: KvPrecision) -> usize {
+        let s = &self.spec;
+        let per = precision.bytes_per_head_position(s.head_dim) * s.num_kv_heads;
+        self.layers
+            .iter()
+            .map(|l| {
+                let held = l
+                    .window
+                    .map_or(context, |w| context.min(crate::kv_cache::ring_slots(w)));
+                held.next_multiple_of(crate::kernels::attn::TILE) * per
+            })
+            .sum()
     }
 
     /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).

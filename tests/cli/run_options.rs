@@ -125,6 +125,7 @@ fn json_fields_are_unchanged() {
             "finish_reason",
             "generated_ids",
             "generated_tokens",
+            "kv_cache",
             "model",
             "prompt_ids",
             "prompt_tokens",
@@ -148,6 +149,13 @@ fn json_fields_are_unchanged() {
             "prefill_tok_per_s"
         ]
     );
+    // The cache's bytes: what it holds now and what the whole context would take.
+    let kv = &j["kv_cache"];
+    let positions = kv["positions"].as_u64().unwrap();
+    assert!(positions >= j["prompt_tokens"].as_u64().unwrap());
+    assert!(kv["bytes"].as_u64().unwrap() > 0);
+    assert!(kv["bytes_at_context"].as_u64().unwrap() >= kv["bytes"].as_u64().unwrap());
+    assert_eq!(kv["type"], "f16");
 }
 
 #[test]
