@@ -205,9 +205,60 @@ fn bench_attention(c: &mut Criterion) {
     }
 }
 
+/// One decode step's attention at depth over the MNN-Pocket shape's 28 layers (2 KV heads of
+/// 64, 14 query heads), as `Model::step` runs it (spans on the worker pool): the part of a
+/// step that grows with the context. Throughput is in cache bytes read.
+fn bench_attention_depth(c: &mut Criterion) {
+    let spec = pocket_formats::hf::ModelSpec::from_json(
+        std::path::Path::new("config.json"),
+        &serde_json::json!({
+            "model_type": "qwen3", "hidden_size": 896, "intermediate_size": 2560,
+            "num_hidden_layers": 28, "num_attention_heads": 14, "num_key_value_heads": 2,
+            "head_dim": 64, "vocab_size": 65536, "max_position_embeddings": 40960,
+            "rms_norm_eps": 1e-6
+        }),
+    )
+    .expect("the MNN-Pocket shape");
+    let cpu = Cpu::detect();
+    let q = values(14 * 64, 5);
+    for n in [4096usize, 16384] {
+        for kv in [KvPrecision::F16, KvPrecision::Q8] {
+            let mut cache = KvCache::new(28, 2, 64, n, kv);
+            let row = values(n * 128, 7);
+            for t in 0..n {
+                for l in 0..28 {
+                    let r = &row[t * 128..(t + 1) * 128];
+                    cache.push(l, r, r);
+                }
+            }
+            let mut group = c.benchmark_group(format!("attn_step_{}_n{n}", kv.name()));
+            group.throughput(Throughput::Bytes(cache.bytes() as u64));
+            group.bench_function(cpu.isa().name(), |b| {
+                let mut out = vec![0.0f32; 14 * 64];
+                b.iter(|| {
+                    for l in 0..28 {
+                        pocket::attention::attend(
+                            cpu,
+                            &spec,
+                            &q,
+                            &cache.layer(l),
+                            n,
+                            None,
+                            &mut out,
+                            pocket::attention::Split::Pool,
+                        );
+                    }
+                    std::hint::black_box(&out);
+                })
+            });
+            group.finish();
+        }
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench, bench_attention
+    targets = bench, bench_attention, bench_attention_depth
 }
 criterion_main!(benches);

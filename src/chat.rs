@@ -105,6 +105,11 @@ impl<'m> ChatSession<'m> {
     }
 
     /// Base-model mode: each turn continues the plain text of everything so far.
+    /// Reports each prompt's prefill progress (see [`State::on_prefill`]).
+    pub fn set_prefill_progress(&mut self, f: Box<dyn FnMut(usize, usize) + Send>) {
+        self.state.on_prefill = Some(f);
+    }
+
     pub fn set_raw(&mut self, raw: bool) {
         self.raw = raw;
     }

@@ -41,13 +41,18 @@ impl KvPrecision {
         }
     }
 
-    /// Bytes one position takes per KV head of `head_dim` (keys and values, scales included):
-    /// the figure `--ctx` is checked against before a cache is made.
-    pub fn bytes_per_head_position(self, head_dim: usize) -> usize {
+    /// Bytes one KV head of `head_dim` holds for `positions` (keys and values, scales
+    /// included; keys, and int8 values, fill whole tiles): what `--ctx` is checked against
+    /// before a cache is made, and what [`KvCache::bytes`] reports once it is filled.
+    pub fn head_bytes(self, head_dim: usize, positions: usize) -> usize {
+        let tiled = positions.next_multiple_of(TILE);
         match self {
-            KvPrecision::F32 => 2 * 4 * head_dim,
-            KvPrecision::F16 => 2 * 2 * head_dim,
-            KvPrecision::Q8 => 2 * (head_dim + 2 * (head_dim / q8_block(head_dim).unwrap_or(16))),
+            KvPrecision::F32 => 4 * head_dim * (tiled + positions),
+            KvPrecision::F16 => 2 * head_dim * (tiled + positions),
+            KvPrecision::Q8 => {
+                let nb = head_dim / q8_block(head_dim).unwrap_or(head_dim.max(1));
+                2 * tiled * (head_dim + 2 * nb)
+            }
         }
     }
 }

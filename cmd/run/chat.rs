@@ -48,6 +48,9 @@ pub fn main(
         || args.repeat_penalty.is_some();
     let sampling = sampling_line(&settings, source, overridden);
     let mut session = ChatSession::new(m, ctx, settings);
+    if let Some(bar) = super::progress::prefill_bar(false) {
+        session.set_prefill_progress(bar);
+    }
     session.speculate = args.spec.speculator(m, draft, ctx);
     session.set_raw(args.raw);
     session.set_system(args.system.clone());

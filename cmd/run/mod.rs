@@ -14,6 +14,7 @@ mod editor;
 mod format;
 mod oneshot;
 mod options;
+mod progress;
 mod typeahead;
 
 pub use options::RunArgs;

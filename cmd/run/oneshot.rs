@@ -67,6 +67,7 @@ pub fn run(
         None
     };
     let mut state = m.model.new_state(ctx);
+    state.on_prefill = super::progress::prefill_bar(args.json);
     let mut sampler = Sampler::new(settings.sampler.clone());
     let stop = StopAt {
         ids: &m.stop_ids,

@@ -291,6 +291,12 @@ fn prefill_sampled(
         let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
         let logits =
             model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
+        if let Some(f) = state.on_prefill.as_mut() {
+            f(
+                (i * PREFILL_CHUNK + chunk.len()).min(prompt.len()),
+                prompt.len(),
+            );
+        }
         if last {
             next = sampler.sample(&logits);
         }

@@ -216,14 +216,13 @@ impl Model {
     /// cache is made.
     pub fn kv_bytes(&self, context: usize, precision: KvPrecision) -> usize {
         let s = &self.spec;
-        let per = precision.bytes_per_head_position(s.head_dim) * s.num_kv_heads;
         self.layers
             .iter()
             .map(|l| {
                 let held = l
                     .window
                     .map_or(context, |w| context.min(crate::kv_cache::ring_slots(w)));
-                held.next_multiple_of(crate::kernels::attn::TILE) * per
+                precision.head_bytes(s.head_dim, held) * s.num_kv_heads
             })
             .sum()
     }

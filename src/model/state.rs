@@ -9,6 +9,9 @@ pub struct State {
     pub(super) xn: Vec<f32>,
     /// The last row's logits, when the pass asked for them.
     pub(super) logits: Vec<f32>,
+    /// Called after each chunk of a prompt's prefill with (tokens done, tokens in the prompt):
+    /// a terminal's progress bar on a long prompt (the library draws nothing itself).
+    pub on_prefill: Option<Box<dyn FnMut(usize, usize) + Send>>,
 }
 
 impl State {
@@ -17,6 +20,7 @@ impl State {
             cache,
             xn: vec![0.0; hidden],
             logits: vec![0.0; vocab],
+            on_prefill: None,
         }
     }
 
