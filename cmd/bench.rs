@@ -119,6 +119,10 @@ struct Report {
     tg: Option<Figure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tg_depth: Option<Figure>,
+    /// The depth's prefill before `tg_depth` (chunks of 512, as a prompt runs): long-prompt
+    /// prefill speed, one sample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pp_depth: Option<Figure>,
     load_s: f64,
     /// From the start of loading to the first generated token of a 10-token prompt (cold:
     /// the first forward pass of the process).
@@ -136,6 +140,10 @@ struct Report {
     isa: &'static str,
     activations: &'static str,
 }
+
+/// Tokens per forward pass when filling the depth (llama.cpp's default micro-batch): a long
+/// prompt's activations stay bounded, as in `run`.
+const DEPTH_CHUNK: usize = 512;
 
 /// Prompt tokens of the time-to-first-token figure.
 const TTFT_PROMPT: usize = 10;
@@ -227,9 +235,19 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     };
 
     let mut kv_bytes = None;
+    let mut pp_depth = None;
     let tg_depth = if args.gen > 0 && args.depth > 0 {
         let mut state = model.new_state(args.depth + args.gen);
-        model.forward_batch(&mut state, &tokens(args.depth, vocab, 3), Logits::None)?;
+        let t = Instant::now();
+        for chunk in tokens(args.depth, vocab, 3).chunks(DEPTH_CHUNK) {
+            model.forward_batch(&mut state, chunk, Logits::None)?;
+        }
+        let f = Figure::of(args.depth, None, &[t.elapsed().as_secs_f64()]);
+        say(format!(
+            "pp{} (the depth, chunks of {DEPTH_CHUNK}): {:.1} tok/s",
+            args.depth, f.tok_s_median
+        ));
+        pp_depth = Some(f);
         let mut secs = Vec::new();
         for rep in 0..args.reps {
             state.cache.truncate(args.depth);
@@ -251,6 +269,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         pp,
         tg,
         tg_depth,
+        pp_depth,
         load_s,
         ttft_s,
         peak_rss_bytes: peak_rss_bytes(),

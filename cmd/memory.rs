@@ -47,7 +47,7 @@ pub fn fit_context(
     let fits = lo * 256;
     if asked.is_some() || fits == 0 {
         bail!(
-            "{what} {ctx} needs a {:.0} MB KV cache ({}) and {:.0} MB working memory; {:.0} MB is \
+            "{what} {ctx} needs a {:.1} MB KV cache ({}) and {:.0} MB working memory; {:.1} MB is \
              available ({source}); about {fits} positions fit{}",
             mb(model.kv_bytes(ctx, kv)),
             kv.name(),

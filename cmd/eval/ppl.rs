@@ -23,9 +23,14 @@ pub struct PplArgs {
     /// tokenization, to compare on exactly the same tokens)
     #[arg(long)]
     pub tokens: Option<PathBuf>,
-    /// A second build of the same model (e.g. the bf16 checkpoint) to compare against
+    /// A second build of the same model (e.g. the bf16 checkpoint) to compare against; the
+    /// same file with --baseline-kv measures what a KV cache type costs
     #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// The baseline's KV cache type (default: the model's, from --kv): e.g. `--kv q8
+    /// --baseline-kv f32 --baseline MODEL` is the int8 cache's drift from the f32 one
+    #[arg(long, requires = "baseline", value_parser = parse_kv)]
+    pub baseline_kv: Option<pocket::config::KvPrecision>,
     /// Window length: the text is scored in independent windows of this many tokens
     #[arg(long, default_value_t = 512)]
     pub ctx: usize,
@@ -56,16 +61,23 @@ fn bos_of(m: &LoadedModel) -> Result<Option<u32>> {
     Ok((special.len() > plain.len() && special.ends_with(&plain)).then(|| special[0]))
 }
 
+fn parse_kv(s: &str) -> Result<pocket::config::KvPrecision, String> {
+    pocket::config::KvPrecision::parse(s).ok_or_else(|| format!("{s}: expected f16, f32 or q8"))
+}
+
 pub fn main(a: PplArgs) -> Result<ExitCode> {
     if a.ctx < 2 {
         bail!("--ctx must be at least 2");
     }
     let m = LoadedModel::open_with(&a.model, crate::settings::load_options(true)?)?;
     let base = match a.baseline.as_deref() {
-        Some(p) => Some(LoadedModel::open_with(
-            p,
-            crate::settings::load_options(true)?,
-        )?),
+        Some(p) => {
+            let mut options = crate::settings::load_options(true)?;
+            if let Some(kv) = a.baseline_kv {
+                options.config.kv = kv;
+            }
+            Some(LoadedModel::open_with(p, options)?)
+        }
         None => None,
     };
     let mut tokens = match (&a.text, &a.tokens) {

@@ -998,6 +998,21 @@ fn cases(dir: &Path) -> Vec<Case> {
     ));
     v.push(Case {
         format: "usage",
+        what: "unknown KV cache type",
+        args: vec![
+            "run".into(),
+            qwen2.clone(),
+            "-p".into(),
+            "hi".into(),
+            "--kv".into(),
+            "q4".into(),
+        ],
+        stdin: None,
+        code: 2,
+        needles: vec!["--kv", "q4", "q8"],
+    });
+    v.push(Case {
+        format: "usage",
         what: "unknown option",
         args: vec!["run".into(), "--frobnicate".into()],
         stdin: None,

@@ -275,3 +275,35 @@ fn no_verify_runs_a_damaged_pocket() {
         "damage changed nothing: the test shows nothing"
     );
 }
+
+/// A context whose KV cache would not fit in the memory the process may use is refused before
+/// the cache is made, with the figures; a bad budget is named.
+#[test]
+fn a_context_that_does_not_fit_is_refused_with_the_figures() {
+    let model = crate::common::tiny("qwen3-tiny").display().to_string();
+    let run = |limit: &str, extra: &[&str]| {
+        let mut cmd = crate::common::pocket_command();
+        cmd.env("POCKET_MEM_LIMIT", limit)
+            .args(["run", &model, "-p", "hi", "-n", "2"])
+            .args(extra);
+        cmd.output().unwrap()
+    };
+    let out = run("1M", &["--ctx", "256", "--kv", "q8"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for needle in [
+        "--ctx 256 needs",
+        "KV cache (q8)",
+        "POCKET_MEM_LIMIT",
+        "positions fit",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert!(out.stdout.is_empty(), "no partial output");
+    let out = run("lots", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains("POCKET_MEM_LIMIT=lots"), "{err}");
+    // A budget that holds it runs.
+    assert!(run("64G", &["--kv", "q8"]).status.success());
+}
