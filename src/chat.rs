@@ -62,6 +62,10 @@ pub struct Turn {
     pub reused: usize,
     /// Oldest turns dropped so the conversation fits the context.
     pub dropped_turns: usize,
+    /// Cached positions a context shift dropped (their turns' tokens) while the turns after
+    /// them stayed in the cache, moved down (0 without `context_shift`, or when the shift could
+    /// not apply and the kept turns ran again).
+    pub shifted: usize,
     /// Positions in the KV cache after the answer.
     pub context_used: usize,
     /// Tools the answer called (when tools are offered), parsed out of its text.
@@ -85,6 +89,11 @@ pub struct ChatSession<'m> {
     /// Speculative decoding for free answers (the same answers, fewer passes); answers under a
     /// constraint decode without it.
     pub speculate: Option<Speculator<'m>>,
+    /// When the oldest turns must go: shift the KV cache (`Model::shift_cache`) instead of
+    /// running the kept turns again. Faster on a long conversation; the kept turns keep what
+    /// they computed with the dropped ones before them, so answers can differ from a fresh
+    /// encoding (which is what the default does).
+    pub context_shift: bool,
 }
 
 impl<'m> ChatSession<'m> {
@@ -101,15 +110,16 @@ impl<'m> ChatSession<'m> {
             cached: Vec::new(),
             format: AnswerFormat::default(),
             speculate: None,
+            context_shift: false,
         }
     }
 
-    /// Base-model mode: each turn continues the plain text of everything so far.
     /// Reports each prompt's prefill progress (see [`State::on_prefill`]).
     pub fn set_prefill_progress(&mut self, f: Box<dyn FnMut(usize, usize) + Send>) {
         self.state.on_prefill = Some(f);
     }
 
+    /// Base-model mode: each turn continues the plain text of everything so far.
     pub fn set_raw(&mut self, raw: bool) {
         self.raw = raw;
     }
@@ -134,6 +144,16 @@ impl<'m> ChatSession<'m> {
     /// next turn reuses whatever prefix (e.g. the system prompt) still matches.
     pub fn reset(&mut self) {
         self.messages.clear();
+    }
+
+    /// The KV cache (what it holds, its bytes).
+    pub fn cache(&self) -> &crate::kv_cache::KvCache {
+        &self.state.cache
+    }
+
+    /// The token ids whose keys and values the cache holds, position by position.
+    pub fn cached_ids(&self) -> &[u32] {
+        &self.cached
     }
 
     /// User and assistant messages so far.
@@ -236,6 +256,11 @@ impl<'m> ChatSession<'m> {
             }
         };
         on_fit(dropped_turns);
+        let shifted = if self.context_shift && dropped_turns > 0 {
+            self.shift_to(&ids)
+        } else {
+            0
+        };
         // At least one token must run to get logits for the first answer token.
         // A sliding-window ring may not go back that far: then the cache starts over.
         let reused = self
@@ -307,12 +332,46 @@ impl<'m> ChatSession<'m> {
             prefilled: out.generation.prefill_tokens,
             reused,
             dropped_turns,
+            shifted,
             context_used: self.state.cache.len(),
             tool_calls,
             complete,
             text: out.text,
             generation: out.generation,
         })
+    }
+
+    /// Shifts the cache so it holds a prefix of `ids`: the cached prefix both share stays, the
+    /// cached tokens up to where the cache continues `ids` again (the dropped turns) leave, and
+    /// what matches after them moves down. Returns the positions dropped, or 0 (nothing changed) when no
+    /// such splice exists (a template that renders kept turns differently once earlier ones
+    /// are gone) or the cache cannot shift (a sliding-window ring).
+    fn shift_to(&mut self, ids: &[u32]) -> usize {
+        let a = common_prefix(&self.cached, ids);
+        if a >= ids.len() {
+            return 0;
+        }
+        // The cached position after `a` from which the cache continues ids[a..] the longest:
+        // candidates start with ids[a] (a turn's opening token), a few per conversation. The
+        // cache's tail past that match (the last answer's end, as the template renders it
+        // differently) is dropped first and runs again.
+        let best = (a + 1..self.cached.len())
+            .filter(|&b| self.cached[b] == ids[a])
+            .map(|b| (common_prefix(&self.cached[b..], &ids[a..]), b))
+            .max_by_key(|&(m, b)| (m, std::cmp::Reverse(b)));
+        let Some((m, b)) = best else {
+            return 0;
+        };
+        if self.state.cache.truncate(b + m) != b + m {
+            self.cached.truncate(self.state.cache.len());
+            return 0;
+        }
+        self.cached.truncate(b + m);
+        if !self.model.model.shift_cache(&mut self.state, a, b - a) {
+            return 0;
+        }
+        self.cached.drain(a..b);
+        b - a
     }
 
     /// The prompt ids of the conversation so far, ready for an answer.

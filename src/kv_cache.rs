@@ -289,6 +289,71 @@ impl KvCache {
         }
     }
 
+    /// Drops positions `from..from + count` and moves the later ones down by `count` (a
+    /// context shift: the oldest turns leave, the newest stay without being run again).
+    /// `rotate(layer, key)` turns a moved key (one KV head, f32) to its new position. Keys of
+    /// f16 and int8 caches are decoded, rotated and stored again; values move unchanged.
+    /// Returns false, changing nothing, when a layer is a ring (a sliding window's slots are
+    /// not positions) or the range is not inside the cache.
+    pub fn shift(&mut self, from: usize, count: usize, rotate: &dyn Fn(usize, &mut [f32])) -> bool {
+        let len = self.len;
+        if count == 0
+            || from + count > len
+            || self.rings.iter().any(|r| r.is_some())
+            || self.layer_len.iter().any(|&l| l != len)
+        {
+            return count == 0;
+        }
+        let (d, block) = (self.head_dim, self.block);
+        let nb = d / block;
+        let mut key = vec![0.0f32; d];
+        let mut codes = vec![0i8; d];
+        for (layer, heads) in self.layers.iter_mut().enumerate() {
+            for hc in heads.iter_mut() {
+                for src in from + count..len {
+                    let dst = src - count;
+                    let at = |t: usize, i: usize| (t / TILE * d + i) * TILE + t % TILE;
+                    match hc {
+                        HeadCache::F32 { k, v } => {
+                            (0..d).for_each(|i| key[i] = k[at(src, i)]);
+                            rotate(layer, &mut key);
+                            (0..d).for_each(|i| k[at(dst, i)] = key[i]);
+                            v.copy_within(src * d..(src + 1) * d, dst * d);
+                        }
+                        HeadCache::F16 { k, v } => {
+                            (0..d).for_each(|i| key[i] = k[at(src, i)].to_f32());
+                            rotate(layer, &mut key);
+                            (0..d).for_each(|i| k[at(dst, i)] = f16::from_f32(key[i]));
+                            v.copy_within(src * d..(src + 1) * d, dst * d);
+                        }
+                        HeadCache::Q8 { k, ks, v, vs } => {
+                            for b in 0..nb {
+                                let s = ks[scale_at(nb, src, b)].to_f32();
+                                for i in b * block..(b + 1) * block {
+                                    key[i] = k[key_at(d, src, i)] as f32 * s;
+                                }
+                            }
+                            rotate(layer, &mut key);
+                            for b in 0..nb {
+                                let r = b * block..(b + 1) * block;
+                                ks[scale_at(nb, dst, b)] =
+                                    quantize_q8(&key[r.clone()], &mut codes[r.clone()]);
+                                vs[scale_at(nb, dst, b)] = vs[scale_at(nb, src, b)];
+                            }
+                            for i in 0..d {
+                                k[key_at(d, dst, i)] = codes[i];
+                                v[value_at(d, dst, i)] = v[value_at(d, src, i)];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Every layer is complete (no ring); cut the moved tail off.
+        self.truncate(len - count);
+        true
+    }
+
     /// `layer`'s cache (positions `0..n`, n = positions pushed to that layer).
     pub fn layer(&self, layer: usize) -> LayerKv<'_> {
         LayerKv {
@@ -393,5 +458,63 @@ mod tests {
         let mut c = mk();
         fill(&mut c, 0, 20);
         assert_eq!(c.truncate(3), 3);
+    }
+
+    /// A shift drops the range, moves what follows down with its keys rotated (here: plus one)
+    /// and its values unchanged, in every element type; a ring refuses and keeps everything.
+    #[test]
+    fn a_shift_moves_later_positions_down_and_rotates_their_keys() {
+        let d = 32;
+        let row = |p: usize| -> Vec<f32> { (0..d).map(|i| (p * d + i) as f32 * 0.01).collect() };
+        for precision in [KvPrecision::F32, KvPrecision::F16, KvPrecision::Q8] {
+            let mut c = KvCache::new(1, 1, d, 100, precision);
+            for p in 0..40 {
+                c.push(0, &row(p), &row(p));
+            }
+            assert!(c.shift(5, 7, &|_, k| k.iter_mut().for_each(|x| *x += 1.0)));
+            assert_eq!(c.len(), 33);
+            let tol = match precision {
+                KvPrecision::F32 => 1e-6,
+                KvPrecision::F16 => 4e-3,
+                KvPrecision::Q8 => 2e-2,
+            };
+            let layer = c.layer(0);
+            let head = layer.head(0);
+            let key = |t: usize, i: usize| -> (f32, f32) {
+                match head {
+                    KvHead::F32 { k, v } => (k[(t / TILE * d + i) * TILE + t % TILE], v[t * d + i]),
+                    KvHead::F16 { k, v } => (
+                        k[(t / TILE * d + i) * TILE + t % TILE].to_f32(),
+                        v[t * d + i].to_f32(),
+                    ),
+                    KvHead::Q8(q) => (
+                        q.k[key_at(d, t, i)] as f32 * q.ks[scale_at(1, t, 0)].to_f32(),
+                        q.v[value_at(d, t, i)] as f32 * q.vs[scale_at(1, t, 0)].to_f32(),
+                    ),
+                }
+            };
+            for t in 0..33 {
+                let src = if t < 5 { t } else { t + 7 };
+                let shifted = if t < 5 { 0.0 } else { 1.0 };
+                for i in 0..d {
+                    let (k, v) = key(t, i);
+                    let want = row(src)[i];
+                    assert!(
+                        (k - want - shifted).abs() <= tol * (1.0 + want.abs()),
+                        "{precision:?} key {t} {i}"
+                    );
+                    assert!(
+                        (v - want).abs() <= tol * (1.0 + want.abs()),
+                        "{precision:?} value {t} {i}"
+                    );
+                }
+            }
+        }
+        let mut ring = KvCache::new(1, 1, d, 100, KvPrecision::F32).with_windows(&[Some(8)]);
+        for p in 0..20 {
+            ring.push(0, &row(p), &row(p));
+        }
+        assert!(!ring.shift(2, 3, &|_, _| ()));
+        assert_eq!(ring.len(), 20);
     }
 }

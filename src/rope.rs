@@ -44,6 +44,28 @@ impl Rope {
             }
         }
     }
+
+    /// Rotates every head in `x` by `delta` positions (negative: back), angles in f64: a
+    /// cached key moved from position `p` to `p + delta` (a context shift). Rotations compose,
+    /// so this equals rotating the unrotated key to the new position, up to rounding.
+    pub fn rotate_by(&self, x: &mut [f32], head_dim: usize, delta: i64) {
+        let half = head_dim / 2;
+        let sc: Vec<(f32, f32)> = self.inv_freq[..half]
+            .iter()
+            .map(|&f| {
+                let (s, c) = (delta as f64 * f as f64).sin_cos();
+                (s as f32, c as f32)
+            })
+            .collect();
+        for head in x.chunks_exact_mut(head_dim) {
+            let (lo, hi) = head.split_at_mut(half);
+            for ((a, b), &(sin, cos)) in lo.iter_mut().zip(hi.iter_mut()).zip(&sc) {
+                let (x, y) = (*a, *b);
+                *a = x * cos - y * sin;
+                *b = y * cos + x * sin;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ pub fn main(
     if let Some(bar) = super::progress::prefill_bar(false) {
         session.set_prefill_progress(bar);
     }
+    session.context_shift = args.context_shift;
     session.speculate = args.spec.speculator(m, draft, ctx);
     session.set_raw(args.raw);
     session.set_system(args.system.clone());
@@ -247,6 +248,12 @@ impl Chat {
 
     fn after_answer(&mut self, session: &ChatSession, turn: &Turn) {
         let (used, capacity) = session.context();
+        if turn.shifted > 0 {
+            self.ui.note(&format!(
+                "(context shift: {} positions of the dropped turns left the cache; the kept ones moved down)",
+                turn.shifted
+            ));
+        }
         match turn.generation.finish_reason {
             FinishReason::Interrupted => self.ui.note("(stopped)"),
             FinishReason::Context => self.ui.note(&format!(

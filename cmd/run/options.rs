@@ -168,6 +168,14 @@ pub struct RunArgs {
     pub tool_choice: String,
     #[command(flatten)]
     pub spec: crate::speculate_args::SpecArgs,
+    /// When a chat outgrows the context, the system prompt and the newest turns stay and the
+    /// oldest go. By default the kept turns are encoded again at their new positions (exact,
+    /// slower on a long chat); --context-shift instead moves them down in the KV cache with
+    /// their keys re-rotated, so nothing runs again (llama.cpp's trade: the kept turns keep
+    /// what they computed beside the dropped ones). Not for models with sliding-window
+    /// layers (Gemma), which re-encode
+    #[arg(long)]
+    pub context_shift: bool,
     /// Chat history file [default: $XDG_STATE_HOME/pocket/history, else
     /// ~/.local/state/pocket/history]
     #[arg(long, value_name = "FILE", conflicts_with = "no_history")]

@@ -238,6 +238,20 @@ impl Model {
         State::new(cache, s.hidden_size, s.vocab_size)
     }
 
+    /// A context shift on `state`'s cache: drops positions `from..from + count` and moves the
+    /// later ones down, each key rotated back by `count` positions with its layer's RoPE (the
+    /// values carry no position). The moved positions keep what they computed while the
+    /// dropped ones were still there (llama.cpp's context shift makes the same trade): no
+    /// token runs again. False, with nothing changed, when a layer keeps a sliding-window ring.
+    pub fn shift_cache(&self, state: &mut State, from: usize, count: usize) -> bool {
+        let d = self.spec.head_dim;
+        let rotate = |layer: usize, key: &mut [f32]| {
+            self.rope_of(&self.layers[layer])
+                .rotate_by(key, d, -(count as i64))
+        };
+        state.cache.shift(from, count, &rotate)
+    }
+
     /// The RoPE a layer rotates with.
     fn rope_of(&self, layer: &Layer) -> &Rope {
         match (layer.window, &self.rope_local) {

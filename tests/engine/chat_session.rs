@@ -181,6 +181,74 @@ fn a_long_conversation_drops_its_oldest_turns_and_keeps_the_system_prompt() {
     assert_eq!(chat.messages(), &before[..]);
 }
 
+/// With `context_shift`, the turn that outgrows the context runs only its new tokens: the
+/// dropped turns' positions leave the cache and the kept ones move down, their keys rotated
+/// to the new positions. Layer 0's keys depend on nothing but token and position, so after
+/// the shift they must equal a fresh prefill's of the same tokens (f32 cache); the default
+/// (re-encoding) runs the kept turns again on the same turn.
+#[test]
+fn a_context_shift_moves_the_kept_turns_instead_of_running_them_again() {
+    let dir = crate::common::root().join("fixtures/tiny/qwen3-tiny");
+    let mut config = crate::common::config();
+    config.kv = pocket::config::KvPrecision::F32;
+    let m = crate::common::open_with(&dir, config).unwrap();
+    // Short turns, so several stay when the oldest goes.
+    let long = "Tell me more about the weather in the mountains today, please. ";
+    let mut chats = [true, false].map(|shift| {
+        let mut c = ChatSession::new(&m, 256, greedy(16));
+        c.set_system(Some("System prompt stays.".into()));
+        c.context_shift = shift;
+        c
+    });
+    let mut checked = false;
+    for i in 0..12 {
+        let [a, b] = &mut chats;
+        let (ts, tr) = (
+            turn(a, &format!("{i}: {long}")),
+            turn(b, &format!("{i}: {long}")),
+        );
+        assert_eq!(ts.dropped_turns, tr.dropped_turns);
+        if ts.dropped_turns == 0 {
+            assert_eq!((ts.text.as_str(), ts.shifted), (tr.text.as_str(), 0));
+            continue;
+        }
+        // The first overflow: the same history so far in both chats.
+        assert!(ts.shifted > 0 && tr.shifted == 0);
+        assert!(
+            ts.prefilled < tr.prefilled,
+            "shift ran {} tokens, re-encoding {}",
+            ts.prefilled,
+            tr.prefilled
+        );
+        let (chat, ids) = (&chats[0], chats[0].cached_ids().to_vec());
+        assert_eq!(chat.cache().len(), ids.len());
+        let mut fresh = m.model.new_state(256);
+        m.model
+            .forward_batch(&mut fresh, &ids, pocket::model::Logits::None)
+            .unwrap();
+        let keys = |c: &pocket::kv_cache::KvCache, h: usize| match c.layer(0).head(h) {
+            pocket::kernels::attn::KvHead::F32 { k, .. } => k.to_vec(),
+            _ => unreachable!("an f32 cache"),
+        };
+        for h in 0..m.model.spec.num_kv_heads {
+            let (got, want) = (keys(chat.cache(), h), keys(&fresh.cache, h));
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst < 1e-4, "layer 0 head {h}: keys off by {worst}");
+        }
+        // The conversation kept its system prompt and the newest question.
+        assert_eq!(chat.system(), Some("System prompt stays."));
+        let msgs = chat.messages();
+        assert!(msgs[msgs.len() - 2].content.starts_with(&format!("{i}: ")));
+        checked = true;
+        break;
+    }
+    assert!(checked, "12 turns overflow 256 positions");
+}
+
 #[test]
 fn an_interrupted_answer_is_kept_and_the_chat_goes_on() {
     let m = fixture("qwen3-tiny");
