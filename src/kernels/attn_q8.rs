@@ -61,9 +61,16 @@ pub fn quantize_q8(x: &[f32], out: &mut [i8]) -> f16 {
     }
     let inv = 1.0 / s;
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = (v * inv).round().clamp(-127.0, 127.0) as i8;
+        *o = round_code(v * inv);
     }
     scale
+}
+
+/// `x` rounded half away from zero to a code in ±127, without `f32::round` (a libm call on
+/// x86-64's baseline, once per element of every key, value and query).
+#[inline]
+fn round_code(x: f32) -> i8 {
+    ((x + 0.5f32.copysign(x)) as i32).clamp(-127, 127) as i8
 }
 
 /// A group's query heads as int8 codes per block, with each block's scale and the sum of its
@@ -91,7 +98,7 @@ impl QuantQuery {
             if amax > 0.0 && amax.is_finite() {
                 let inv = 127.0 / amax;
                 for (o, &v) in codes.iter_mut().zip(x) {
-                    *o = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                    *o = round_code(v * inv);
                 }
                 out.scale[b] = amax / 127.0;
             }

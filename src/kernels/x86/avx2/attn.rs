@@ -4,7 +4,7 @@
 use crate::kernels::attn::{
     KvHead, Running, EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, RESCALE_AT, TILE,
 };
-use crate::kernels::attn_q8::{scale_at, weight_codes, Q8Head, QuantQuery};
+use crate::kernels::attn_q8::{Q8Head, QuantQuery};
 use std::arch::x86_64::*;
 
 const HEADS: usize = 4;
@@ -245,39 +245,55 @@ impl Source for Q8<'_> {
         let (d, block) = (self.d, self.c.block);
         let nb = d / block;
         let vt = self.c.v.as_ptr().add(t.tile / TILE * d * TILE);
+        let st = self.c.vs.as_ptr().add(t.tile / TILE * nb * TILE);
+        // The valid lanes (positions) of the tile, as masks for its two halves.
+        let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let valid = _mm256_set1_epi32(t.valid as i32);
+        let keep = [
+            _mm256_castsi256_ps(_mm256_cmpgt_epi32(valid, lane)),
+            _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                valid,
+                _mm256_add_epi32(lane, _mm256_set1_epi32(8)),
+            )),
+        ];
         for b in 0..nb {
-            let mut sv = [0.0f32; TILE];
-            for (lane, x) in sv.iter_mut().enumerate().take(t.valid) {
-                *x = self.c.vs[scale_at(nb, t.tile + lane, b)].to_f32();
-            }
+            let sv = [0, 1].map(|j| {
+                let h = _mm_loadu_si128(st.add(b * TILE + 8 * j).cast());
+                _mm256_and_ps(_mm256_cvtph_ps(h), keep[j])
+            });
             for (h, ph) in p.iter().enumerate() {
                 let corr = rescale.map(|c| c[h]);
-                let (codes, scale) = weight_codes(ph, &sv, t.valid);
-                // Each position quad's four codes as i16, twice (two dimensions per 128 bits).
-                let cw = [0, 1, 2, 3].map(|j| {
-                    let c = |i: usize| codes[4 * j + i] as i16;
-                    _mm256_setr_epi16(
-                        c(0),
-                        c(1),
-                        c(2),
-                        c(3),
-                        c(0),
-                        c(1),
-                        c(2),
-                        c(3),
-                        c(0),
-                        c(1),
-                        c(2),
-                        c(3),
-                        c(0),
-                        c(1),
-                        c(2),
-                        c(3),
+                // `kernels::attn_q8::weight_codes`, 8 lanes at a time (the same float
+                // operations, rounding to nearest even).
+                let w =
+                    [0, 1].map(|j| _mm256_mul_ps(_mm256_loadu_ps(ph.as_ptr().add(8 * j)), sv[j]));
+                let mx = hmax(_mm256_max_ps(w[0], w[1]));
+                let ok = mx > 0.0 && mx.is_finite();
+                let (inv, scale) = if ok {
+                    (255.0 / mx, mx / 255.0)
+                } else {
+                    (0.0, 0.0)
+                };
+                let codes = w.map(|x| {
+                    let c = _mm256_cvtps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(inv)));
+                    _mm256_min_epi32(
+                        _mm256_max_epi32(c, _mm256_setzero_si256()),
+                        _mm256_set1_epi32(255),
                     )
                 });
+                // 16 codes as i16 in order, then each position quad's four broadcast.
+                let c16 = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(
+                    codes[0], codes[1],
+                ));
+                let cw = [
+                    _mm256_permute4x64_epi64::<0b00_00_00_00>(c16),
+                    _mm256_permute4x64_epi64::<0b01_01_01_01>(c16),
+                    _mm256_permute4x64_epi64::<0b10_10_10_10>(c16),
+                    _mm256_permute4x64_epi64::<0b11_11_11_11>(c16),
+                ];
                 for dc in (b * block..(b + 1) * block).step_by(8) {
                     let a = load_acc(acc, h * d + dc, corr);
-                    let a = if scale == 0.0 {
+                    let a = if !ok {
                         a
                     } else {
                         // Σ code · v per dimension, exact: products of two i16 summed in i32.
