@@ -3,8 +3,9 @@
 //! the OOM killer thousands of tokens into a long prompt.
 //!
 //! Available memory is the least of the kernel's `MemAvailable`, the cgroup's limit minus its
-//! use (containers, Android's app limits), and `POCKET_MEM_LIMIT` (bytes, or with a K/M/G
-//! suffix) minus what the process already holds: a budget to plan against.
+//! anonymous memory (containers, Android's app limits; page cache is reclaimable), and
+//! `POCKET_MEM_LIMIT` (bytes, or with a K/M/G suffix) minus what the process already holds: a
+//! budget to plan against.
 
 use anyhow::{bail, Result};
 use pocket::model::Model;
@@ -84,14 +85,8 @@ fn available() -> Result<Option<(usize, &'static str)>> {
     if let Some(kb) = meminfo_kb("MemAvailable:") {
         take(kb * 1024, "MemAvailable in /proc/meminfo");
     }
-    let read = |p: &str| std::fs::read_to_string(p).ok();
-    if let (Some(max), Some(cur)) = (
-        read("/sys/fs/cgroup/memory.max"),
-        read("/sys/fs/cgroup/memory.current"),
-    ) {
-        if let (Ok(max), Ok(cur)) = (max.trim().parse::<usize>(), cur.trim().parse::<usize>()) {
-            take(max.saturating_sub(cur), "the cgroup's memory.max");
-        }
+    if let Some(b) = cgroup_headroom() {
+        take(b, "the cgroup's memory.max");
     }
     if let Some(v) = std::env::var("POCKET_MEM_LIMIT")
         .ok()
@@ -107,6 +102,27 @@ fn available() -> Result<Option<(usize, &'static str)>> {
         );
     }
     Ok(best)
+}
+
+/// The process's cgroup (v2) limit less its anonymous memory: page cache (the mapped model
+/// file among it) is reclaimable, so `memory.current` would count it against the limit.
+fn cgroup_headroom() -> Option<usize> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let max: usize = std::fs::read_to_string(dir.join("memory.max"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    let anon: usize = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("anon "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(max.saturating_sub(anon))
 }
 
 fn parse_bytes(v: &str) -> Option<usize> {
