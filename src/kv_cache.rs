@@ -227,7 +227,9 @@ impl KvCache {
         };
         let (tile, lane) = (slot / TILE * d * TILE, slot % TILE);
         let (block, nb) = (self.block, d / self.block);
-        let mut codes = vec![0i8; d];
+        // One block's codes (blocks are at most 32): on the stack, as every push of every
+        // layer comes here.
+        let mut codes = [0i8; 32];
         for (h, hc) in self.layers[layer].iter_mut().enumerate() {
             let (kh, vh) = (&k[h * d..(h + 1) * d], &v[h * d..(h + 1) * d]);
             match hc {
@@ -271,11 +273,13 @@ impl KvCache {
                     }
                     for b in 0..nb {
                         let r = b * block..(b + 1) * block;
-                        ks[scale_at(nb, slot, b)] = quantize_q8(&kh[r.clone()], &mut codes);
+                        ks[scale_at(nb, slot, b)] =
+                            quantize_q8(&kh[r.clone()], &mut codes[..block]);
                         for (j, &c) in codes[..block].iter().enumerate() {
                             k[key_at(d, slot, r.start + j)] = c;
                         }
-                        vs[scale_at(nb, slot, b)] = quantize_q8(&vh[r.clone()], &mut codes);
+                        vs[scale_at(nb, slot, b)] =
+                            quantize_q8(&vh[r.clone()], &mut codes[..block]);
                         for (j, &c) in codes[..block].iter().enumerate() {
                             v[value_at(d, slot, r.start + j)] = c;
                         }
