@@ -40,7 +40,10 @@ struct Cli {
     activations: Option<ActivationsArg>,
     /// The KV cache's element type: f16 (the default), f32 (the exact path's), or q8 (int8
     /// with an f16 scale per 32 dimensions: half of f16's memory and of the bytes decoding
-    /// reads at depth; docs/performance.md, "Long context"). Same as POCKET_KV
+    /// reads at depth; docs/performance.md, "Long context"). q4 (4-bit, llama.cpp's q4_0
+    /// rounding, a quarter of f16) is there to measure what it costs: it misses the quality
+    /// bar q8 meets on small models and runs scalar attention only, so it is slow. Same as
+    /// POCKET_KV
     #[arg(long, global = true, value_enum)]
     kv: Option<KvArg>,
     #[command(subcommand)]
@@ -58,6 +61,7 @@ enum KvArg {
     F16,
     F32,
     Q8,
+    Q4,
 }
 
 #[derive(Subcommand)]
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
             KvArg::F16 => pocket::config::KvPrecision::F16,
             KvArg::F32 => pocket::config::KvPrecision::F32,
             KvArg::Q8 => pocket::config::KvPrecision::Q8,
+            KvArg::Q4 => pocket::config::KvPrecision::Q4,
         });
     }
     let result = match cli.command {

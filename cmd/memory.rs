@@ -54,7 +54,10 @@ pub fn fit_context(
             kv.name(),
             mb(HEADROOM),
             mb(avail),
-            if kv == pocket::config::KvPrecision::Q8 {
+            if matches!(
+                kv,
+                pocket::config::KvPrecision::Q8 | pocket::config::KvPrecision::Q4
+            ) {
                 ""
             } else {
                 ", or twice as many with --kv q8"

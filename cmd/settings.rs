@@ -24,7 +24,7 @@ pub fn set_kv_flag(k: KvPrecision) {
 /// - `POCKET_ISA=scalar|avx2|avx512` (x86-64) or `scalar|neon|dotprod|i8mm` (aarch64) caps the
 ///   kernels (never above what the CPU has);
 /// - `--activations` or `POCKET_ACT=int8|f32` picks the activation precision;
-/// - `--kv` or `POCKET_KV=f16|f32|q8` the cache, which defaults to f32 on the exact (f32)
+/// - `--kv` or `POCKET_KV=f16|f32|q8|q4` the cache, which defaults to f32 on the exact (f32)
 ///   path and to f16 otherwise (docs/performance.md, "Long context", says why).
 pub fn engine_config() -> Result<EngineConfig> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -60,7 +60,7 @@ pub fn engine_config() -> Result<EngineConfig> {
         (Some(&k), _) => k,
         (None, Some(v)) => match KvPrecision::parse(v) {
             Some(k) => k,
-            None => bail!("POCKET_KV={v}: expected f16, f32 or q8"),
+            None => bail!("POCKET_KV={v}: expected f16, f32, q8 or q4"),
         },
         (None, None) if acts == Activations::F32 => KvPrecision::F32,
         (None, None) => KvPrecision::F16,

@@ -1,7 +1,8 @@
 //! The key/value cache: for every layer and KV head, the rotated keys and the values of every
 //! position so far, in f16 (the default: half the memory and bandwidth), f32 (the exact
 //! reference) or int8 with an f16 scale per block of 32 dimensions (`--kv q8`: half of f16
-//! again, see `kernels::attn_q8`). Keys are tile-transposed for the attention kernels (see
+//! again, see `kernels::attn_q8`), or 4-bit (`--kv q4`, q4_0's rounding, two codes per byte
+//! in the int8 layout: kept to measure, scalar attention only, see `kernels::attn_q4`). Keys are tile-transposed for the attention kernels (see
 //! `kernels::attn`): `[tile][head_dim][16 positions]` (int8: `[tile][head_dim/4][16][4]`);
 //! values are one row per position.
 //!
@@ -10,7 +11,8 @@
 //! window by a slack, so a batch of up to [`KvCache::batch_limit`] tokens can be pushed before
 //! its tokens attend without overwriting a key one of them still needs.
 
-use crate::kernels::attn::{q8_block, quantize_q8, KvHead, Q8Head, TILE};
+use crate::kernels::attn::{q8_block, quantize_q4, quantize_q8, KvHead, Q4Head, Q8Head, TILE};
+use crate::kernels::attn_q4::{self, nibble, set_nibble};
 use crate::kernels::attn_q8::{key_at, scale_at, value_at};
 use half::f16;
 
@@ -21,6 +23,9 @@ pub enum KvPrecision {
     F32,
     /// int8 codes, an f16 scale per position, KV head and block of 32 (or 16) dimensions.
     Q8,
+    /// 4-bit codes with q8's scales (q4_0): a measurement, not a default (it misses the
+    /// quality bar on small models); scalar attention.
+    Q4,
 }
 
 impl KvPrecision {
@@ -29,6 +34,7 @@ impl KvPrecision {
             KvPrecision::F16 => "f16",
             KvPrecision::F32 => "f32",
             KvPrecision::Q8 => "q8",
+            KvPrecision::Q4 => "q4",
         }
     }
 
@@ -37,6 +43,7 @@ impl KvPrecision {
             "f16" => Some(KvPrecision::F16),
             "f32" => Some(KvPrecision::F32),
             "q8" => Some(KvPrecision::Q8),
+            "q4" => Some(KvPrecision::Q4),
             _ => None,
         }
     }
@@ -52,6 +59,10 @@ impl KvPrecision {
             KvPrecision::Q8 => {
                 let nb = head_dim / q8_block(head_dim).unwrap_or(head_dim.max(1));
                 2 * tiled * (head_dim + 2 * nb)
+            }
+            KvPrecision::Q4 => {
+                let nb = head_dim / q8_block(head_dim).unwrap_or(head_dim.max(1));
+                2 * attn_q4::buffer_bytes(tiled / TILE, head_dim) + 4 * tiled * nb
             }
         }
     }
@@ -72,7 +83,7 @@ pub struct KvCache {
     /// Positions pushed to each layer (the last layer's count completes a position).
     layer_len: Vec<usize>,
     head_dim: usize,
-    /// Dimensions per scale of an int8 cache.
+    /// Dimensions per scale of an int8 or 4-bit cache.
     block: usize,
     len: usize,
     capacity: usize,
@@ -92,6 +103,13 @@ enum HeadCache {
         k: Vec<i8>,
         ks: Vec<f16>,
         v: Vec<i8>,
+        vs: Vec<f16>,
+    },
+    /// Two codes per byte, nibble index as the int8 layout's byte index.
+    Q4 {
+        k: Vec<u8>,
+        ks: Vec<f16>,
+        v: Vec<u8>,
         vs: Vec<f16>,
     },
 }
@@ -114,6 +132,13 @@ impl LayerKv<'_> {
             HeadCache::F32 { k, v } => KvHead::F32 { k, v },
             HeadCache::F16 { k, v } => KvHead::F16 { k, v },
             HeadCache::Q8 { k, ks, v, vs } => KvHead::Q8(Q8Head {
+                k,
+                ks,
+                v,
+                vs,
+                block: self.block,
+            }),
+            HeadCache::Q4 { k, ks, v, vs } => KvHead::Q4(Q4Head {
                 k,
                 ks,
                 v,
@@ -150,9 +175,17 @@ impl KvCache {
                 v: Vec::new(),
                 vs: Vec::new(),
             },
+            KvPrecision::Q4 => HeadCache::Q4 {
+                k: Vec::new(),
+                ks: Vec::new(),
+                v: Vec::new(),
+                vs: Vec::new(),
+            },
         };
         let block = match precision {
-            KvPrecision::Q8 => q8_block(head_dim).expect("an int8 cache needs head_dim % 16 == 0"),
+            KvPrecision::Q8 | KvPrecision::Q4 => {
+                q8_block(head_dim).expect("an int8 or 4-bit cache needs head_dim % 16 == 0")
+            }
             _ => head_dim,
         };
         KvCache {
@@ -212,6 +245,7 @@ impl KvCache {
                 HeadCache::F32 { k, v } => 4 * (k.len() + v.len()),
                 HeadCache::F16 { k, v } => 2 * (k.len() + v.len()),
                 HeadCache::Q8 { k, ks, v, vs } => k.len() + v.len() + 2 * (ks.len() + vs.len()),
+                HeadCache::Q4 { k, ks, v, vs } => k.len() + v.len() + 2 * (ks.len() + vs.len()),
             })
             .sum::<usize>()
     }
@@ -285,6 +319,30 @@ impl KvCache {
                         }
                     }
                 }
+                HeadCache::Q4 { k, ks, v, vs } => {
+                    let tiles = slot / TILE + 1;
+                    if k.len() < attn_q4::buffer_bytes(tiles, d) {
+                        for buf in [&mut *k, &mut *v] {
+                            buf.resize(attn_q4::buffer_bytes(tiles, d), 0x88);
+                        }
+                        for buf in [&mut *ks, &mut *vs] {
+                            buf.resize(tiles * TILE * nb, f16::ZERO);
+                        }
+                    }
+                    for b in 0..nb {
+                        let r = b * block..(b + 1) * block;
+                        ks[scale_at(nb, slot, b)] =
+                            quantize_q4(&kh[r.clone()], &mut codes[..block]);
+                        for (j, &c) in codes[..block].iter().enumerate() {
+                            set_nibble(k, key_at(d, slot, r.start + j), c);
+                        }
+                        vs[scale_at(nb, slot, b)] =
+                            quantize_q4(&vh[r.clone()], &mut codes[..block]);
+                        for (j, &c) in codes[..block].iter().enumerate() {
+                            set_nibble(v, value_at(d, slot, r.start + j), c);
+                        }
+                    }
+                }
             }
         }
         self.layer_len[layer] += 1;
@@ -349,6 +407,26 @@ impl KvCache {
                                 v[value_at(d, dst, i)] = v[value_at(d, src, i)];
                             }
                         }
+                        HeadCache::Q4 { k, ks, v, vs } => {
+                            for b in 0..nb {
+                                let s = ks[scale_at(nb, src, b)].to_f32();
+                                for i in b * block..(b + 1) * block {
+                                    key[i] = nibble(k, key_at(d, src, i)) as f32 * s;
+                                }
+                            }
+                            rotate(layer, &mut key);
+                            for b in 0..nb {
+                                let r = b * block..(b + 1) * block;
+                                ks[scale_at(nb, dst, b)] =
+                                    quantize_q4(&key[r.clone()], &mut codes[r.clone()]);
+                                vs[scale_at(nb, dst, b)] = vs[scale_at(nb, src, b)];
+                            }
+                            for i in 0..d {
+                                set_nibble(k, key_at(d, dst, i), codes[i]);
+                                let c = nibble(v, value_at(d, src, i));
+                                set_nibble(v, value_at(d, dst, i), c);
+                            }
+                        }
                     }
                 }
             }
@@ -402,6 +480,12 @@ impl KvCache {
                         // Values are tiled like keys.
                         k.truncate(kl);
                         v.truncate(kl);
+                        ks.truncate(kl / d * nb);
+                        vs.truncate(kl / d * nb);
+                    }
+                    HeadCache::Q4 { k, ks, v, vs } => {
+                        k.truncate(kl / 2);
+                        v.truncate(kl / 2);
                         ks.truncate(kl / d * nb);
                         vs.truncate(kl / d * nb);
                     }
@@ -470,7 +554,12 @@ mod tests {
     fn a_shift_moves_later_positions_down_and_rotates_their_keys() {
         let d = 32;
         let row = |p: usize| -> Vec<f32> { (0..d).map(|i| (p * d + i) as f32 * 0.01).collect() };
-        for precision in [KvPrecision::F32, KvPrecision::F16, KvPrecision::Q8] {
+        for precision in [
+            KvPrecision::F32,
+            KvPrecision::F16,
+            KvPrecision::Q8,
+            KvPrecision::Q4,
+        ] {
             let mut c = KvCache::new(1, 1, d, 100, precision);
             for p in 0..40 {
                 c.push(0, &row(p), &row(p));
@@ -481,6 +570,8 @@ mod tests {
                 KvPrecision::F32 => 1e-6,
                 KvPrecision::F16 => 4e-3,
                 KvPrecision::Q8 => 2e-2,
+                // Half a step of 1/8 of the block's largest value, twice for a rotated key.
+                KvPrecision::Q4 => 0.15,
             };
             let layer = c.layer(0);
             let head = layer.head(0);
@@ -494,6 +585,10 @@ mod tests {
                     KvHead::Q8(q) => (
                         q.k[key_at(d, t, i)] as f32 * q.ks[scale_at(1, t, 0)].to_f32(),
                         q.v[value_at(d, t, i)] as f32 * q.vs[scale_at(1, t, 0)].to_f32(),
+                    ),
+                    KvHead::Q4(q) => (
+                        nibble(q.k, key_at(d, t, i)) as f32 * q.ks[scale_at(1, t, 0)].to_f32(),
+                        nibble(q.v, value_at(d, t, i)) as f32 * q.vs[scale_at(1, t, 0)].to_f32(),
                     ),
                 }
             };

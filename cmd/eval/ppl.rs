@@ -62,7 +62,7 @@ fn bos_of(m: &LoadedModel) -> Result<Option<u32>> {
 }
 
 fn parse_kv(s: &str) -> Result<pocket::config::KvPrecision, String> {
-    pocket::config::KvPrecision::parse(s).ok_or_else(|| format!("{s}: expected f16, f32 or q8"))
+    pocket::config::KvPrecision::parse(s).ok_or_else(|| format!("{s}: expected f16, f32, q8 or q4"))
 }
 
 pub fn main(a: PplArgs) -> Result<ExitCode> {

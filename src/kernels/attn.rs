@@ -8,6 +8,8 @@
 //! position. Both in f16 (the default cache) or f32 (the exact reference), or in int8 with an
 //! f16 scale per block of dimensions (`attn_q8`: half the bytes of f16, integer scores).
 
+use super::attn_q4;
+pub use super::attn_q4::{quantize_q4, Q4Head};
 use super::attn_q8::{self, QuantQuery};
 pub use super::attn_q8::{q8_block, quantize_q8, Q8Head};
 use super::{Cpu, Isa};
@@ -29,6 +31,8 @@ pub enum KvHead<'a> {
     },
     /// int8 codes, keys in quads of dimensions per tile (see [`Q8Head`]).
     Q8(Q8Head<'a>),
+    /// 4-bit codes in the int8 layout, two per byte (see [`Q4Head`]): scalar attention only.
+    Q4(Q4Head<'a>),
 }
 
 /// The running state of a span: per query head a reference score `m` (the max seen, or up to
@@ -93,6 +97,9 @@ pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
         let qq = QuantQuery::new(q, g, d, c.block);
         return attn_q8::span(cpu, &qq, d, c, t0, t1, run);
     }
+    if let KvHead::Q4(c) = kv {
+        return attn_q4::span(q, d, c, t0, t1, run);
+    }
     let edge = t0.next_multiple_of(TILE).min(t1);
     if edge > t0 {
         span_scalar(q, d, kv, t0, edge, run);
@@ -104,7 +111,7 @@ pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
     let (klen, vlen) = match kv {
         KvHead::F32 { k, v } => (k.len(), v.len()),
         KvHead::F16 { k, v } => (k.len(), v.len()),
-        KvHead::Q8(_) => unreachable!("int8 caches return above"),
+        KvHead::Q8(_) | KvHead::Q4(_) => unreachable!("int8 and 4-bit caches return above"),
     };
     assert!(klen >= t1.div_ceil(TILE) * TILE * d && vlen >= t1 * d);
     match cpu.isa() {
@@ -135,18 +142,21 @@ pub fn span_scalar(q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run: &
         let qq = QuantQuery::new(q, run.m.len(), d, c.block);
         return attn_q8::span_scalar(&qq, d, c, t0, t1, run);
     }
+    if let KvHead::Q4(c) = kv {
+        return attn_q4::span(q, d, c, t0, t1, run);
+    }
     let key = |t: usize, i: usize| {
         let at = (t / TILE * d + i) * TILE + t % TILE;
         match kv {
             KvHead::F32 { k, .. } => k[at],
             KvHead::F16 { k, .. } => k[at].to_f32(),
-            KvHead::Q8(_) => unreachable!(),
+            KvHead::Q8(_) | KvHead::Q4(_) => unreachable!(),
         }
     };
     let value = |t: usize, i: usize| match kv {
         KvHead::F32 { v, .. } => v[t * d + i],
         KvHead::F16 { v, .. } => v[t * d + i].to_f32(),
-        KvHead::Q8(_) => unreachable!(),
+        KvHead::Q8(_) | KvHead::Q4(_) => unreachable!(),
     };
     let score = |h: usize, t: usize| (0..d).map(|i| q[h * d + i] * key(t, i)).sum();
     let values = |acc: &mut [f32], _h: usize, tile: usize, valid: usize, p: &[f32; TILE]| {

@@ -14,6 +14,7 @@
 mod aarch64;
 pub mod act;
 pub mod attn;
+pub mod attn_q4;
 pub mod attn_q8;
 pub mod dense;
 pub mod f32_tile;

@@ -74,10 +74,13 @@ impl Model {
     pub fn load(file: &ModelFile, config: EngineConfig) -> Result<Model, Error> {
         let spec = file.spec();
         spec.check_limits().map_err(Error::Invalid)?;
-        if config.kv == KvPrecision::Q8 && crate::kernels::attn::q8_block(spec.head_dim).is_none() {
+        if matches!(config.kv, KvPrecision::Q8 | KvPrecision::Q4)
+            && crate::kernels::attn::q8_block(spec.head_dim).is_none()
+        {
             return Err(Error::Invalid(format!(
-                "an int8 KV cache (--kv q8) needs head_dim a multiple of 16; this model's is {} \
-                 (use --kv f16)",
+                "a quantized KV cache (--kv {}) needs head_dim a multiple of 16; this model's is \
+                 {} (use --kv f16)",
+                config.kv.name(),
                 spec.head_dim
             )));
         }

@@ -1005,11 +1005,11 @@ fn cases(dir: &Path) -> Vec<Case> {
             "-p".into(),
             "hi".into(),
             "--kv".into(),
-            "q4".into(),
+            "q5".into(),
         ],
         stdin: None,
         code: 2,
-        needles: vec!["--kv", "q4", "q8"],
+        needles: vec!["--kv", "q5", "q8"],
     });
     v.push(Case {
         format: "usage",

@@ -31,7 +31,9 @@ pub(crate) unsafe fn span(
             let (k, v) = (k.as_ptr().cast(), v.as_ptr().cast());
             span_impl(&Float::<true> { q, d, k, v }, d, t0, t1, run)
         }
-        KvHead::Q8(_) => unreachable!("int8 caches take span_q8"),
+        KvHead::Q8(_) | KvHead::Q4(_) => {
+            unreachable!("int8 caches take span_q8, 4-bit ones the scalar span")
+        }
     }
 }
 
