@@ -8,8 +8,9 @@ machine's read bandwidth they reach, peak RSS) and writes the runs to models/ben
 `--plot FILE.png` draws the depth curves (needs matplotlib: scripts/bench-depth.sh makes a venv).
 
 Usage: python3 scripts/bench_depth.py MODEL.gguf [--depths 4096,16384,32000] [--rounds 3]
-       [--n 64] [--threads 2] [--bandwidth 25e9] [--llamacpp-python PATH] [--plot FILE.png]
-       [--table FILE.jsonl (print the table of an earlier run, run nothing)]
+       [--n 64] [--reps 5] [--threads 2] [--bandwidth 25e9] [--llamacpp-python PATH] [--plot FILE.png]
+       [--engines pocket-f16,pocket-q8,llama.cpp-q8_0] [--log FILE.jsonl (appended)]
+       [--table FILE.jsonl[,FILE.jsonl...] (print the table of earlier runs, run nothing)]
 """
 import argparse
 import json
@@ -22,11 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINES = ["pocket-f16", "pocket-q8", "llama.cpp-q8_0"]
 
 
-def run(engine, model, depth, n, threads, py):
+def run(engine, model, depth, n, threads, py, reps):
     if engine.startswith("pocket"):
         kv = engine.split("-")[1]
+        # The decode reps share one prefill (bench truncates back to the depth between them).
         cmd = [os.path.join(ROOT, "target/release/pocket"), "bench", model, "--pp", "0", "-n",
-               str(n), "--depth", str(depth), "-t", str(threads), "--reps", "1", "--json",
+               str(n), "--depth", str(depth), "-t", str(threads), "--reps", str(reps), "--json",
                "--kv", kv]
     else:
         kv = engine.split("-")[1]
@@ -107,29 +109,39 @@ def main():
     ap.add_argument("--depths", default="4096,16384,32000")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=5,
+                    help="pocket's decode repetitions after each prefill (the median is taken)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bandwidth", type=float, default=25e9)
     ap.add_argument("--llamacpp-python", default=os.path.join(ROOT, ".venv-llamacpp/bin/python"))
     ap.add_argument("--plot")
     ap.add_argument("--table")
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--log", default=os.path.join(ROOT, "models/bench/runs-depth.jsonl"))
     a = ap.parse_args()
+    engines = a.engines.split(",")
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown:
+        sys.exit(f"--engines: unknown {', '.join(unknown)}; expected some of {', '.join(ENGINES)}")
     if a.table:
-        runs = [json.loads(l) for l in open(a.table) if l.strip()]
+        runs = [json.loads(l) for t in a.table.split(",") for l in open(t) if l.strip()]
     else:
         if not a.model:
             sys.exit("give MODEL.gguf (or --table FILE)")
-        log = os.path.join(ROOT, "models/bench/runs-depth.jsonl")
-        os.makedirs(os.path.dirname(log), exist_ok=True)
+        log = a.log
+        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
         runs = []
-        with open(log, "w") as f:
+        # Appended, so runs of some depths or engines can be tabled with earlier ones.
+        with open(log, "a") as f:
             for rnd in range(a.rounds):
                 for d in (int(x) for x in a.depths.split(",")):
                     # Alternate the engines' order every round.
-                    order = ENGINES if rnd % 2 == 0 else ENGINES[::-1]
+                    order = engines if rnd % 2 == 0 else engines[::-1]
                     for e in order:
                         print(f"round {rnd + 1}/{a.rounds} depth {d} {e}", file=sys.stderr)
                         r = {"engine": e, "depth": d, "round": rnd,
-                             "run": run(e, a.model, d, a.n, a.threads, a.llamacpp_python)}
+                             "run": run(e, a.model, d, a.n, a.threads, a.llamacpp_python,
+                                        a.reps)}
                         runs.append(r)
                         f.write(json.dumps(r) + "\n")
                         f.flush()
