@@ -10,7 +10,7 @@
 //! `n / 2` when `n` is even, the high one when odd, stored as `code + 8`.
 
 use super::attn::{fold_scalar, Running, TILE};
-use super::attn_q8::{key_at, scale_at, value_at};
+use super::attn_q8::{codes_against, key_at, scale_at, value_at};
 use half::f16;
 
 /// One KV head of a 4-bit cache.
@@ -31,18 +31,10 @@ pub fn quantize_q4(x: &[f32], out: &mut [i8]) -> f16 {
     let m = x
         .iter()
         .fold(0.0f32, |a, &b| if b.abs() > a.abs() { b } else { a });
-    let scale = f16::from_f32(m / -8.0);
-    let s = scale.to_f32();
-    if s == 0.0 || !s.is_finite() {
-        out.fill(0);
-        return if s.is_finite() { scale } else { f16::ZERO };
-    }
-    let inv = 1.0 / s;
-    for (o, &v) in out.iter_mut().zip(x) {
-        // Non-negative after the offset, so the cast truncates toward zero = floor.
-        *o = ((v * inv + 8.5).clamp(0.0, 15.0) as i32 - 8) as i8;
-    }
-    scale
+    // Non-negative after the offset, so the cast truncates toward zero = floor.
+    codes_against(f16::from_f32(m / -8.0), x, out, |y| {
+        ((y + 8.5).clamp(0.0, 15.0) as i32 - 8) as i8
+    })
 }
 
 /// The code at nibble index `n` of `buf`.

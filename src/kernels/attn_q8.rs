@@ -53,7 +53,19 @@ pub fn q8_block(d: usize) -> Option<usize> {
 /// and the stored scale agree (a code never exceeds ±127).
 pub fn quantize_q8(x: &[f32], out: &mut [i8]) -> f16 {
     let amax = x.iter().fold(0.0f32, |a, &b| a.max(b.abs()));
-    let scale = f16::from_f32(amax / 127.0);
+    codes_against(f16::from_f32(amax / 127.0), x, out, round_code)
+}
+
+/// Codes `code(x / scale)` of `x` into `out` against a scale already rounded to f16 (what is
+/// stored), or all zeros with a zero scale when it is zero or not finite (the int8 and the
+/// 4-bit cache).
+#[inline]
+pub(crate) fn codes_against(
+    scale: f16,
+    x: &[f32],
+    out: &mut [i8],
+    code: impl Fn(f32) -> i8,
+) -> f16 {
     let s = scale.to_f32();
     if s == 0.0 || !s.is_finite() {
         out.fill(0);
@@ -61,7 +73,7 @@ pub fn quantize_q8(x: &[f32], out: &mut [i8]) -> f16 {
     }
     let inv = 1.0 / s;
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = round_code(v * inv);
+        *o = code(v * inv);
     }
     scale
 }
