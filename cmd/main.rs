@@ -13,6 +13,7 @@ mod memory;
 mod quant_args;
 mod quantize;
 mod run;
+mod serve;
 mod settings;
 mod speculate_args;
 mod term;
@@ -74,6 +75,9 @@ enum Command {
     Run(run::RunArgs),
     /// Evaluate a model: IFEval, GSM8K, multiple choice, perplexity; compare two builds
     Eval(eval::EvalArgs),
+    /// Serve a model over an OpenAI-compatible HTTP API (chat, completions, streaming, JSON
+    /// schemas, tool calls) with continuous batching
+    Serve(serve::ServeArgs),
     /// Measure prompt-processing and generation speed (tok/s), load time and peak memory
     Bench(bench::BenchArgs),
     /// Show a model's architecture, parameters, tensors, tokenizer and chat template
@@ -117,6 +121,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Serve(args) => serve::main(args),
         Command::Inspect(args) => inspect::main(args),
         Command::Export(args) => export::main(args),
         Command::Quantize(args) => quantize::main(args),

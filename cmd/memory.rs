@@ -23,12 +23,25 @@ pub fn fit_context(
     default: usize,
     quiet: bool,
 ) -> Result<usize> {
+    fit_context_slots(model, what, asked, default, quiet, 1)
+}
+
+/// [`fit_context`] for `slots` caches of the context each (a server's parallel slots).
+pub fn fit_context_slots(
+    model: &Model,
+    what: &str,
+    asked: Option<usize>,
+    default: usize,
+    quiet: bool,
+    slots: usize,
+) -> Result<usize> {
+    let slots = slots.max(1);
     let ctx = asked.unwrap_or(default);
     let Some((avail, source)) = available()? else {
         return Ok(ctx);
     };
     let kv = model.config.kv;
-    let need = model.kv_bytes(ctx, kv) + HEADROOM;
+    let need = slots * model.kv_bytes(ctx, kv) + HEADROOM;
     if need <= avail {
         return Ok(ctx);
     }
@@ -39,7 +52,7 @@ pub fn fit_context(
     let (mut lo, mut hi) = (0usize, ctx / 256);
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
-        if model.kv_bytes(mid * 256, kv) <= budget {
+        if slots * model.kv_bytes(mid * 256, kv) <= budget {
             lo = mid;
         } else {
             hi = mid - 1;
@@ -48,10 +61,15 @@ pub fn fit_context(
     let fits = lo * 256;
     if asked.is_some() || fits == 0 {
         bail!(
-            "{what} {ctx} needs a {:.1} MB KV cache ({}) and {:.0} MB working memory; {:.1} MB is \
-             available ({source}); about {fits} positions fit{}",
-            mb(model.kv_bytes(ctx, kv)),
+            "{what} {ctx} needs a {:.1} MB KV cache ({}{}) and {:.0} MB working memory; {:.1} MB \
+             is available ({source}); about {fits} positions fit{}",
+            mb(slots * model.kv_bytes(ctx, kv)),
             kv.name(),
+            if slots > 1 {
+                format!(" for {slots} slots")
+            } else {
+                String::new()
+            },
             mb(HEADROOM),
             mb(avail),
             if matches!(
@@ -66,10 +84,15 @@ pub fn fit_context(
     }
     if !quiet {
         eprintln!(
-            "note: the model's {ctx}-position context needs a {:.0} MB KV cache ({}); {:.0} MB is \
+            "note: a {ctx}-position context needs a {:.0} MB KV cache ({}{}); {:.0} MB is \
              available ({source}), so the context is {fits} positions (--ctx to choose)",
-            mb(model.kv_bytes(ctx, kv)),
+            mb(slots * model.kv_bytes(ctx, kv)),
             kv.name(),
+            if slots > 1 {
+                format!(" for {slots} slots")
+            } else {
+                String::new()
+            },
             mb(avail)
         );
     }

@@ -23,6 +23,9 @@ pub struct Message {
     /// A tool message's tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// A tool message's answer to this call (OpenAI's `tool_call_id`; some templates show it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl Message {
@@ -32,6 +35,7 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             name: None,
+            tool_call_id: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod model;
 pub mod ops;
 pub mod rope;
 pub mod sampler;
+pub mod serving;
 pub mod speculate;
 pub mod tokenizer;
 pub mod tokenizer_fast;

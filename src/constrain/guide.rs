@@ -30,6 +30,17 @@ impl Grammars {
         Ok(Grammars { factory })
     }
 
+    /// Token `id` as the bytes it writes (a byte-level BPE token may be part of a character):
+    /// the `bytes` of a server's logprobs. Empty for an id outside the vocabulary.
+    pub fn token_bytes(&self, id: u32) -> Vec<u8> {
+        let trie = self.factory.tok_env().tok_trie();
+        if (id as usize) < trie.vocab_size() {
+            trie.token(id).to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Compiles `c`; what the engine does not implement (a schema keyword, a grammar
     /// construct) is refused here, before generation.
     pub fn compile(&self, c: &Constraint) -> Result<Guide, ConstraintError> {

@@ -456,7 +456,7 @@ pub(crate) fn answer_text(
 /// is held back until the next piece decides it, so a stop string is never shown, even when
 /// it arrives split across tokens.
 pub struct StopStrings<'s> {
-    stops: &'s [String],
+    stops: std::borrow::Cow<'s, [String]>,
     held: String,
     stopped: bool,
 }
@@ -464,10 +464,24 @@ pub struct StopStrings<'s> {
 impl<'s> StopStrings<'s> {
     pub fn new(stops: &'s [String]) -> StopStrings<'s> {
         StopStrings {
-            stops,
+            stops: std::borrow::Cow::Borrowed(stops),
             held: String::new(),
             stopped: false,
         }
+    }
+
+    /// A scanner that owns its stop strings (a server's request keeps them).
+    pub fn owned(stops: Vec<String>) -> StopStrings<'static> {
+        StopStrings {
+            stops: std::borrow::Cow::Owned(stops),
+            held: String::new(),
+            stopped: false,
+        }
+    }
+
+    /// The stop strings scanned for.
+    pub fn stops(&self) -> &[String] {
+        &self.stops
     }
 
     /// Adds decoded text; returns what is now safe to show (possibly nothing). After a stop
@@ -477,7 +491,7 @@ impl<'s> StopStrings<'s> {
             return String::new();
         }
         self.held.push_str(piece);
-        if let Some(at) = first_stop(&self.held, self.stops) {
+        if let Some(at) = first_stop(&self.held, &self.stops) {
             self.stopped = true;
             self.held.truncate(at);
             return std::mem::take(&mut self.held);

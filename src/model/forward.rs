@@ -226,6 +226,22 @@ impl Model {
         self.forward(states, tokens, &lens, Logits::All, None)
     }
 
+    /// [`Model::step_many`] where each row's logits are bit for bit what [`Model::step`] gives
+    /// that sequence alone: a server's answers then do not depend on which other requests
+    /// share their decode steps. Up to 16 rows read each weight row once (the verification
+    /// path's small-batch kernels); more take one mat-vec per row, so callers batch by 16.
+    pub fn step_each(&self, states: &mut [&mut State], tokens: &[u32]) -> Result<Vec<f32>, Error> {
+        if states.len() != tokens.len() || tokens.is_empty() {
+            return Err(Error::Invalid(format!(
+                "step_each: {} states for {} tokens",
+                states.len(),
+                tokens.len()
+            )));
+        }
+        let lens = vec![1; tokens.len()];
+        self.forward_as(states, tokens, &lens, Logits::All, None, Rounding::Steps)
+    }
+
     /// Pushes each row's key and value into its sequence's cache and attends its query over
     /// that sequence's positions so far. A ring (sliding-window layer) takes a sequence's rows
     /// in parts it can hold: each part is pushed, then its rows attend.

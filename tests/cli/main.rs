@@ -14,3 +14,4 @@ mod eval_cli;
 mod fuzz_corpus;
 mod mnn_export;
 mod run_options;
+mod serve;

@@ -11,6 +11,7 @@ mod chat_session;
 mod long_context;
 mod pocket_format;
 mod real_model;
+mod serving;
 mod speculative;
 mod streaming;
 mod structured;
