@@ -43,25 +43,55 @@ pub async fn completions(State(app): State<Arc<App>>, req: Request) -> Response 
 }
 
 /// The body, within `--max-body` bytes (413) and `--read-timeout` (408).
+///
+/// A body over the limit is read on and thrown away (up to [`DRAIN_LIMIT`] bytes, within the
+/// read timeout) before the 413 goes out: a client still sending when the server closes would
+/// get a reset instead of the answer.
 pub async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let mut body = req.into_body();
+    let deadline = tokio::time::Instant::now() + app.read_timeout;
     if declared.is_some_and(|n| n > app.max_body as u64) {
+        if declared.is_some_and(|n| n <= DRAIN_LIMIT) {
+            drain(&mut body, deadline).await;
+        }
         return Err(ApiError::too_large(app.max_body));
     }
-    let limited = http_body_util::Limited::new(req.into_body(), app.max_body);
-    match tokio::time::timeout(app.read_timeout, limited.collect()).await {
-        Err(_) => Err(ApiError::timeout("the request body")),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(ApiError::too_large(app.max_body))
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(ApiError::timeout("the request body")),
+            Ok(None) => return Ok(Bytes::from(buf)),
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::body(format!("reading the request body failed: {e}")))
+            }
+            Ok(Some(Ok(f))) => f,
+        };
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > app.max_body {
+                drain(&mut body, deadline).await;
+                return Err(ApiError::too_large(app.max_body));
+            }
+            buf.extend_from_slice(&data);
         }
-        Ok(Err(e)) => Err(ApiError::body(format!(
-            "reading the request body failed: {e}"
-        ))),
+    }
+}
+
+/// Bodies up to this size are read and discarded before a 413 (see [`read_body`]).
+const DRAIN_LIMIT: u64 = 64 << 20;
+
+/// Reads and drops what is left of `body` (at most [`DRAIN_LIMIT`] bytes, until `deadline`).
+async fn drain(body: &mut Body, deadline: tokio::time::Instant) {
+    let mut seen = 0u64;
+    while seen <= DRAIN_LIMIT {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(f))) => seen += f.data_ref().map_or(0, |d| d.len() as u64),
+            _ => return,
+        }
     }
 }
 
@@ -155,7 +185,7 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
         rec,
     };
     if ready.stream {
-        answer.stream(rx)
+        answer.stream(rx).await
     } else {
         answer.whole(rx).await
     }
@@ -244,10 +274,26 @@ impl Answer {
         json_response(&body)
     }
 
-    /// Server-sent events, one chunk per piece of text, ending with `data: [DONE]`.
-    fn stream(self, rx: UnboundedReceiver<Event>) -> Response {
+    /// Server-sent events, one chunk per piece of text, ending with `data: [DONE]`. The
+    /// response starts once the request has a slot: one that fails while it waits (the server
+    /// stopping) gets a plain error status instead of a stream.
+    async fn stream(mut self, mut rx: UnboundedReceiver<Event>) -> Response {
+        let first = rx.recv().await;
+        match first {
+            Some(Event::Failed(fl)) => {
+                let e = Answer::failure(fl);
+                self.rec.failed(&e);
+                return e.into_response();
+            }
+            None => {
+                let e = ApiError::engine("the engine stopped before the answer started");
+                self.rec.failed(&e);
+                return e.into_response();
+            }
+            Some(_) => {}
+        }
         let filter = (!self.tool_names.is_empty()).then(CallFilter::default);
-        let state = Streaming {
+        let mut state = Streaming {
             rx,
             out: VecDeque::new(),
             done: false,
@@ -255,6 +301,7 @@ impl Answer {
             offset: 0,
             answer: self,
         };
+        state.on_event(first);
         let stream = futures_util::stream::unfold(state, |mut s| async move {
             loop {
                 if let Some(frame) = s.out.pop_front() {
