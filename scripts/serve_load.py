@@ -151,7 +151,9 @@ def measure(name, start, a, check_identity):
             extra = {"kv_budget_bytes": m.get("pocket_kv_cache_budget_bytes", 0),
                      "prefix_hit_ratio": m.get("pocket_prefix_cache_hit_ratio", 0),
                      "mean_batch": m.get("pocket_batch_size_sum", 0)
-                     / max(1.0, m.get("pocket_batch_size_count", 1))}
+                     / max(1.0, m.get("pocket_batch_size_count", 1)),
+                     "prefill_s": m.get("pocket_engine_prefill_seconds_total", 0),
+                     "decode_s": m.get("pocket_engine_decode_seconds_total", 0)}
         code = srv.terminate()
         return {"engine": name, "single": single, "load": load, "peak_rss": peak[0],
                 "exit": code, **extra}, texts
@@ -214,7 +216,8 @@ def main():
             print(f"pocket round {r['round']}: peak RSS {r['peak_rss'] / 1e6:.0f} MB, budget "
                   f"(model {model_bytes / 1e6:.0f} + KV {r['kv_budget_bytes'] / 1e6:.0f} + 200) "
                   f"{budget / 1e6:.0f} MB: {'within' if within else 'OVER'}; prefix hit ratio "
-                  f"{r['prefix_hit_ratio']:.2f}, mean batch {r['mean_batch']:.1f}")
+                  f"{r['prefix_hit_ratio']:.2f}, mean batch {r['mean_batch']:.1f}, engine busy "
+                  f"{r['prefill_s']:.1f} s prefill + {r['decode_s']:.1f} s decode")
             failed |= not within
     if a.json_out:
         with open(a.json_out, "w") as f:

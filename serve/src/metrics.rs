@@ -131,6 +131,12 @@ impl Metrics {
             s.kv_bytes.to_string(),
         );
         one(
+            "pocket_kv_cache_budget_bytes",
+            "gauge",
+            "Bytes the slots' KV caches hold when all are full (--parallel x --ctx).",
+            s.kv_budget_bytes.to_string(),
+        );
+        one(
             "pocket_requests_admitted_total",
             "counter",
             "Requests that took a slot.",
@@ -200,6 +206,18 @@ impl Metrics {
             "counter",
             "Prompt chunks run (up to 256 tokens each).",
             s.prefill_chunks.to_string(),
+        );
+        one(
+            "pocket_engine_prefill_seconds_total",
+            "counter",
+            "Time the engine spent running prompt chunks.",
+            format!("{:.6}", s.prefill_seconds),
+        );
+        one(
+            "pocket_engine_decode_seconds_total",
+            "counter",
+            "Time the engine spent in decode steps (sampling included).",
+            format!("{:.6}", s.decode_seconds),
         );
         one(
             "pocket_decode_steps_total",

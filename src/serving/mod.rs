@@ -154,6 +154,9 @@ pub struct Snapshot {
     /// Decode steps by batch size: ≤1, ≤2, ≤4, ≤8, ≤16, ≤32, more.
     pub batch_sizes: [u64; 7],
     pub prefill_chunks: u64,
+    /// Time the engine spent running prompt chunks, and decode steps (sampling included).
+    pub prefill_seconds: f64,
+    pub decode_seconds: f64,
 }
 
 /// Upper bounds of [`Snapshot::batch_sizes`]' buckets (the last is open).
@@ -176,6 +179,8 @@ struct Stats {
     decode_rows: AtomicU64,
     batch_sizes: [AtomicU64; 7],
     prefill_chunks: AtomicU64,
+    prefill_us: AtomicU64,
+    decode_us: AtomicU64,
 }
 
 fn add(c: &AtomicU64, n: u64) {
@@ -326,6 +331,8 @@ impl Engine {
             decode_rows: get(&s.decode_rows),
             batch_sizes: std::array::from_fn(|i| get(&s.batch_sizes[i])),
             prefill_chunks: get(&s.prefill_chunks),
+            prefill_seconds: get(&s.prefill_us) as f64 / 1e6,
+            decode_seconds: get(&s.decode_us) as f64 / 1e6,
         }
     }
 }

@@ -116,8 +116,12 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
             slot.used = tick;
         }
         admit(m, shared, &mut slots, &mut waiting, &mut order);
+        let t = Instant::now();
         run_prompts(m, shared, &mut slots, tick);
+        let u = Instant::now();
         run_steps(m, shared, &mut slots, tick);
+        add(&shared.stats.prefill_us, (u - t).as_micros() as u64);
+        add(&shared.stats.decode_us, u.elapsed().as_micros() as u64);
         publish(shared, &slots);
         let delay = shared.step_delay_us.load(Ordering::Relaxed);
         if delay > 0 {

@@ -16,3 +16,4 @@ mod speculative;
 mod streaming;
 mod structured;
 mod transformers_parity;
+mod scratch_bench2;
