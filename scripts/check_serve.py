@@ -26,7 +26,7 @@ import openai
 from openai import OpenAI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_common import ROOT, SMOLLM2, pocket_server  # noqa: E402
+from serve_common import ROOT, SMOLLM2, checks, ok, pocket_server  # noqa: E402
 
 DATA = os.path.join(ROOT, "evals", "data", "structured")
 KEY = "check-serve-key"
@@ -36,15 +36,6 @@ PROMPTS = [
     ("Answer in one word.", "Is water wet?"),
     (None, "List three primary colors."),
 ]
-checks = 0
-
-
-def ok(cond, what):
-    global checks
-    if not cond:
-        print(f"FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
-    checks += 1
 
 
 def messages(system, user):
@@ -242,7 +233,7 @@ def main():
         code = srv.terminate()
         ok(code == 0, f"exit status after SIGTERM: {code}")
         ok(KEY not in srv.log(), "the API key is not logged")
-    print(f"check_serve: {checks} checks passed (openai {openai.__version__})")
+    print(f"check_serve: {checks[0]} checks passed (openai {openai.__version__})")
 
 
 if __name__ == "__main__":

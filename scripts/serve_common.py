@@ -121,8 +121,14 @@ def metrics(base, api_key=None):
     return out
 
 
-def die(msg):
-    print(f"error: {msg}", file=sys.stderr)
-    sys.exit(1)
+checks = [0]
+
+
+def ok(cond, what):
+    """A check: exit 1 naming it when it fails; counted in `checks[0]` when it passes."""
+    if not cond:
+        print(f"FAIL: {what}", file=sys.stderr)
+        sys.exit(1)
+    checks[0] += 1
 
 

@@ -28,17 +28,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_common import SMOLLM2, metrics, pocket_server  # noqa: E402
+from serve_common import SMOLLM2, checks, metrics, ok, pocket_server  # noqa: E402
 
-ok_count = 0
-
-
-def ok(cond, what):
-    global ok_count
-    if not cond:
-        print(f"FAIL: {what}", file=sys.stderr)
-        sys.exit(1)
-    ok_count += 1
 
 
 def post(port, path, body, headers=None, timeout=120):
@@ -340,7 +331,7 @@ def main():
         ok(abs(g1) <= 0.10, f"RSS after the faults within 10 % of before: {rss}")
         ok(abs(g2) <= 0.05, f"a second fault run moved RSS by {g2 * 100:+.1f} %")
         check_sigterm(srv)
-    print(f"serve_faults: {ok_count} checks passed")
+    print(f"serve_faults: {checks[0]} checks passed")
 
 
 if __name__ == "__main__":

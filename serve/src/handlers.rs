@@ -67,7 +67,9 @@ pub async fn read_body(app: &App, req: Request) -> Result<Bytes, ApiError> {
             Err(_) => return Err(ApiError::timeout("the request body")),
             Ok(None) => return Ok(Bytes::from(buf)),
             Ok(Some(Err(e))) => {
-                return Err(ApiError::body(format!("reading the request body failed: {e}")))
+                return Err(ApiError::body(format!(
+                    "reading the request body failed: {e}"
+                )))
             }
             Ok(Some(Ok(f))) => f,
         };
@@ -155,10 +157,10 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
     let (tx, rx) = unbounded_channel();
     let job = Job {
         prompt: p.prompt,
-        sampler: p.sampler,
-        logit_bias: p.logit_bias,
+        sampler: p.settings.sampler,
+        logit_bias: p.settings.logit_bias,
         stop: p.stop,
-        max_tokens: p.max_tokens,
+        max_tokens: p.settings.max_tokens,
         guide: p.guide,
         logprobs: p.logprobs,
         sink: Box::new(ChannelSink(tx)),
@@ -201,12 +203,21 @@ struct Answer {
     rec: Record,
 }
 
+/// The error for an answer that failed, or whose events stopped (the engine gone).
+fn failure(f: Option<Failure>) -> ApiError {
+    match f {
+        Some(Failure::ShuttingDown) => ApiError::shutting_down(),
+        Some(Failure::Engine(m)) => ApiError::engine(m),
+        None => ApiError::engine("the engine stopped before the answer ended"),
+    }
+}
+
 impl Answer {
-    fn failure(f: Failure) -> ApiError {
-        match f {
-            Failure::ShuttingDown => ApiError::shutting_down(),
-            Failure::Engine(m) => ApiError::engine(m),
-        }
+    /// An error status instead of the answer.
+    fn refuse(mut self, f: Option<Failure>) -> Response {
+        let e = failure(f);
+        self.rec.failed(&e);
+        e.into_response()
     }
 
     fn ended(&mut self, f: &Finished, called: bool) {
@@ -228,16 +239,8 @@ impl Answer {
                     }
                 }
                 Some(Event::Done(f)) => break f,
-                Some(Event::Failed(fl)) => {
-                    let e = Answer::failure(fl);
-                    self.rec.failed(&e);
-                    return e.into_response();
-                }
-                None => {
-                    let e = ApiError::engine("the engine stopped before the answer ended");
-                    self.rec.failed(&e);
-                    return e.into_response();
-                }
+                Some(Event::Failed(fl)) => return self.refuse(Some(fl)),
+                None => return self.refuse(None),
             }
         };
         let app = self.app.clone();
@@ -277,21 +280,12 @@ impl Answer {
     /// Server-sent events, one chunk per piece of text, ending with `data: [DONE]`. The
     /// response starts once the request has a slot: one that fails while it waits (the server
     /// stopping) gets a plain error status instead of a stream.
-    async fn stream(mut self, mut rx: UnboundedReceiver<Event>) -> Response {
-        let first = rx.recv().await;
-        match first {
-            Some(Event::Failed(fl)) => {
-                let e = Answer::failure(fl);
-                self.rec.failed(&e);
-                return e.into_response();
-            }
-            None => {
-                let e = ApiError::engine("the engine stopped before the answer started");
-                self.rec.failed(&e);
-                return e.into_response();
-            }
-            Some(_) => {}
-        }
+    async fn stream(self, mut rx: UnboundedReceiver<Event>) -> Response {
+        let first = match rx.recv().await {
+            Some(Event::Failed(fl)) => return self.refuse(Some(fl)),
+            None => return self.refuse(None),
+            first => first,
+        };
         let filter = (!self.tool_names.is_empty()).then(CallFilter::default);
         let mut state = Streaming {
             rx,
@@ -387,21 +381,17 @@ impl Streaming {
                 self.text(&shown, lp);
             }
             Some(Event::Done(f)) => self.finish(f),
-            Some(Event::Failed(fl)) => {
-                let e = Answer::failure(fl);
-                self.answer.rec.failed(&e);
-                self.out.push_back(frame(&e.to_json()));
-                self.out.push_back(Bytes::from_static(b"data: [DONE]\n\n"));
-                self.done = true;
-            }
-            None => {
-                let e = ApiError::engine("the engine stopped before the answer ended");
-                self.answer.rec.failed(&e);
-                self.out.push_back(frame(&e.to_json()));
-                self.out.push_back(Bytes::from_static(b"data: [DONE]\n\n"));
-                self.done = true;
-            }
+            Some(Event::Failed(fl)) => self.error(failure(Some(fl))),
+            None => self.error(failure(None)),
         }
+    }
+
+    /// The stream ends with an error event (OpenAI's error object) and `[DONE]`.
+    fn error(&mut self, e: ApiError) {
+        self.answer.rec.failed(&e);
+        self.out.push_back(frame(&e.to_json()));
+        self.out.push_back(Bytes::from_static(b"data: [DONE]\n\n"));
+        self.done = true;
     }
 
     fn finish(&mut self, f: Finished) {

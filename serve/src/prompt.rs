@@ -56,12 +56,10 @@ impl Defaults {
 /// A request ready for the engine.
 pub struct Prepared {
     pub prompt: Vec<u32>,
-    pub sampler: SamplerConfig,
-    pub max_tokens: usize,
+    pub settings: Settings,
     pub stop: Vec<String>,
     pub guide: Option<Guide>,
     pub logprobs: Option<usize>,
-    pub logit_bias: Vec<(u32, f32)>,
     /// The tools offered (their calls are parsed out of the answer).
     pub tool_names: Vec<String>,
     /// Completions' `echo`: the prompt's text, put before the answer.
@@ -69,10 +67,10 @@ pub struct Prepared {
 }
 
 /// What both endpoints decide the same way.
-struct Settings {
-    sampler: SamplerConfig,
-    max_tokens: usize,
-    logit_bias: Vec<(u32, f32)>,
+pub struct Settings {
+    pub sampler: SamplerConfig,
+    pub max_tokens: usize,
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 /// Sampling, length and bias shared by both endpoints.
@@ -228,11 +226,7 @@ pub fn chat(
     r: &ChatRequest,
     seed: u64,
 ) -> Result<Prepared, ApiError> {
-    let Settings {
-        sampler,
-        max_tokens,
-        logit_bias,
-    } = settings(m, d, &r.common, seed)?;
+    let settings = settings(m, d, &r.common, seed)?;
     let format = answer_format(r)?;
     let msgs = messages(&r.messages);
     let prompt = format.encode(m, &msgs).map_err(|e| {
@@ -252,12 +246,10 @@ pub fn chat(
     })?;
     Ok(Prepared {
         prompt,
-        sampler,
-        max_tokens,
+        settings,
         stop: r.common.stop.clone(),
         guide,
         logprobs: r.logprobs.then_some(r.top_logprobs),
-        logit_bias,
         tool_names: format
             .offered_tools()
             .iter()
@@ -275,11 +267,7 @@ pub fn completion(
     r: &CompletionRequest,
     seed: u64,
 ) -> Result<Prepared, ApiError> {
-    let Settings {
-        sampler,
-        max_tokens,
-        logit_bias,
-    } = settings(m, d, &r.common, seed)?;
+    let settings = settings(m, d, &r.common, seed)?;
     let (prompt, text) = match &r.prompt {
         PromptIn::Text(t) => (
             m.tokenizer
@@ -301,12 +289,10 @@ pub fn completion(
     check_context(d, prompt.len(), "prompt")?;
     Ok(Prepared {
         prompt,
-        sampler,
-        max_tokens,
+        settings,
         stop: r.common.stop.clone(),
         guide: None,
         logprobs: r.logprobs,
-        logit_bias,
         tool_names: Vec::new(),
         echo: r.echo.then_some(text),
     })

@@ -221,7 +221,9 @@ impl Engine {
                 capacity.slots, capacity.context
             )));
         }
-        let model_kv = model.model.kv_bytes(capacity.context, model.model.config.kv);
+        let model_kv = model
+            .model
+            .kv_bytes(capacity.context, model.model.config.kv);
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared {
             stats: Stats::default(),

@@ -16,4 +16,3 @@ mod speculative;
 mod streaming;
 mod structured;
 mod transformers_parity;
-mod scratch_bench2;

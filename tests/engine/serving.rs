@@ -132,6 +132,18 @@ fn alone(m: &LoadedModel, s: &Spec) -> (Vec<u32>, String, FinishReason) {
     (g.generation.tokens, g.text, g.generation.finish_reason)
 }
 
+fn engine(m: &Arc<LoadedModel>, slots: usize, context: usize, queue: usize) -> Engine {
+    Engine::start(
+        m.clone(),
+        Capacity {
+            slots,
+            context,
+            queue,
+        },
+    )
+    .unwrap()
+}
+
 fn quantized(name: &str, tmp: &std::path::Path) -> LoadedModel {
     let out = tmp.join(format!("{name}.pocket"));
     let dir = crate::common::tiny(name);
@@ -228,15 +240,7 @@ fn served_answers_equal_single_stream_answers_under_any_load() {
         let want: Vec<_> = specs.iter().map(|s| alone(&m, s)).collect();
         // Three slots for six jobs, submitted at once: jobs join and leave the batch as
         // others finish, prompts run beside decode steps.
-        let engine = Engine::start(
-            m.clone(),
-            Capacity {
-                slots: 3,
-                context: 256,
-                queue: 8,
-            },
-        )
-        .unwrap();
+        let engine = engine(&m, 3, 256, 8);
         for round in 0..2 {
             let rxs: Vec<_> = specs
                 .iter()
@@ -273,15 +277,7 @@ fn served_answers_equal_single_stream_answers_under_any_load() {
 fn a_conversation_resent_with_one_more_turn_reuses_its_slot() {
     let tmp = tempfile::tempdir().unwrap();
     let m = Arc::new(quantized("qwen2-tiny", tmp.path()));
-    let engine = Engine::start(
-        m.clone(),
-        Capacity {
-            slots: 2,
-            context: 256,
-            queue: 2,
-        },
-    )
-    .unwrap();
+    let engine = engine(&m, 2, 256, 2);
     use pocket::chat_template::Message;
     let mut msgs = vec![Message::new("user", "Tell me about the sea")];
     let first = Spec {
@@ -332,15 +328,7 @@ fn logprobs_are_the_models_log_softmax() {
         format: None,
         logprobs: Some(4),
     };
-    let engine = Engine::start(
-        m.clone(),
-        Capacity {
-            slots: 1,
-            context: 128,
-            queue: 1,
-        },
-    )
-    .unwrap();
+    let engine = engine(&m, 1, 128, 1);
     let (j, rx) = job(&m, &spec, 0);
     engine.submit(j).map_err(|(r, _)| r).unwrap();
     let out = collect(&rx);
@@ -371,15 +359,7 @@ fn logprobs_are_the_models_log_softmax() {
 fn clients_that_leave_free_their_slots_and_a_full_queue_refuses() {
     let tmp = tempfile::tempdir().unwrap();
     let m = Arc::new(quantized("qwen2-tiny", tmp.path()));
-    let engine = Engine::start(
-        m.clone(),
-        Capacity {
-            slots: 1,
-            context: 256,
-            queue: 1,
-        },
-    )
-    .unwrap();
+    let engine = engine(&m, 1, 256, 1);
     let long = Spec {
         prompt: m.tokenizer.encode("Once upon a time", true).unwrap(),
         sampler: SamplerConfig {
@@ -429,15 +409,7 @@ fn clients_that_leave_free_their_slots_and_a_full_queue_refuses() {
 fn shutdown_fails_waiting_jobs_and_lets_running_ones_finish() {
     let tmp = tempfile::tempdir().unwrap();
     let m = Arc::new(quantized("qwen2-tiny", tmp.path()));
-    let engine = Engine::start(
-        m.clone(),
-        Capacity {
-            slots: 1,
-            context: 256,
-            queue: 4,
-        },
-    )
-    .unwrap();
+    let engine = engine(&m, 1, 256, 4);
     let spec = Spec {
         prompt: m.tokenizer.encode("Hello", true).unwrap(),
         sampler: SamplerConfig::default(),
