@@ -98,11 +98,12 @@ def pocket_server(pocket, model, *args, api_key=None):
 
 def llamacpp_server(python, model, parallel, ctx):
     """llama-cpp-python's `llama_cpp.server` on the same GGUF (its OpenAI-compatible server).
-    It decodes one request at a time; `parallel` is noted, not used."""
+    It decodes one request at a time (`parallel` is not used); requests queue behind a lock.
+    `--interrupt_requests False`: by default a new request cancels the one streaming."""
     port = free_port()
     argv = [python, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(ctx), "--model_alias", "model",
-            "--n_threads", str(os.cpu_count() or 2)]
+            "--n_threads", str(os.cpu_count() or 2), "--interrupt_requests", "False"]
     return Server(argv, port, ready_path="/v1/models")
 
 

@@ -70,8 +70,15 @@ async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response 
 }
 
 async fn health(State(app): State<Arc<App>>) -> Response {
-    if app.stopping.load(Ordering::SeqCst) {
-        let body = json!({"status": "shutting_down"}).to_string();
+    let down = if app.stopping.load(Ordering::SeqCst) {
+        Some("shutting_down")
+    } else if !app.engine.alive() {
+        Some("engine_stopped")
+    } else {
+        None
+    };
+    if let Some(status) = down {
+        let body = json!({"status": status}).to_string();
         return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
     }
     let s = app.engine.snapshot();

@@ -294,6 +294,15 @@ impl Engine {
         });
     }
 
+    /// The engine thread is running (false once it stopped, or if it died).
+    pub fn alive(&self) -> bool {
+        self.worker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|h| !h.is_finished())
+    }
+
     /// Jobs in the engine (running or waiting).
     pub fn in_flight(&self) -> usize {
         self.shared.in_engine.load(Ordering::SeqCst)

@@ -234,8 +234,12 @@ fn specs(m: &LoadedModel) -> Vec<Spec> {
 #[test]
 fn served_answers_equal_single_stream_answers_under_any_load() {
     let tmp = tempfile::tempdir().unwrap();
-    for name in ["qwen2-tiny", "llama-tiny"] {
-        let m = Arc::new(quantized(name, tmp.path()));
+    // Q4 exports (the int8 kernels) and an unquantized fixture (f32 weights).
+    for (name, q4) in [("qwen2-tiny", true), ("llama-tiny", true), ("llama-tiny", false)] {
+        let m = Arc::new(match q4 {
+            true => quantized(name, tmp.path()),
+            false => crate::common::open(&crate::common::tiny(name)).unwrap(),
+        });
         let specs = specs(&m);
         let want: Vec<_> = specs.iter().map(|s| alone(&m, s)).collect();
         // Three slots for six jobs, submitted at once: jobs join and leave the batch as
@@ -265,7 +269,7 @@ fn served_answers_equal_single_stream_answers_under_any_load() {
             }
         }
         let s = engine.snapshot();
-        assert_eq!(s.finished, 12, "{s:?}");
+        assert_eq!(s.finished, 12, "{name}: {s:?}");
         assert!(s.decode_rows > s.decode_steps, "steps were batched: {s:?}");
         // The second round found its prompts' chat-template prefix in the slots.
         assert!(s.cached_tokens > 0 && s.jobs_with_reuse > 0, "{s:?}");
