@@ -55,6 +55,7 @@ impl<'m> Decoding<'m> {
     /// An answer to a prompt whose first `history.len()` tokens are already in the cache (the
     /// sampler's penalty window starts with them, as a chat turn's does). Stop strings do not
     /// apply under a guide: the constraint decides where the answer ends.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         tokenizer: &'m TextTokenizer,
         stop_ids: &'m [u32],

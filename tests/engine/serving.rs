@@ -235,7 +235,11 @@ fn specs(m: &LoadedModel) -> Vec<Spec> {
 fn served_answers_equal_single_stream_answers_under_any_load() {
     let tmp = tempfile::tempdir().unwrap();
     // Q4 exports (the int8 kernels) and an unquantized fixture (f32 weights).
-    for (name, q4) in [("qwen2-tiny", true), ("llama-tiny", true), ("llama-tiny", false)] {
+    for (name, q4) in [
+        ("qwen2-tiny", true),
+        ("llama-tiny", true),
+        ("llama-tiny", false),
+    ] {
         let m = Arc::new(match q4 {
             true => quantized(name, tmp.path()),
             false => crate::common::open(&crate::common::tiny(name)).unwrap(),
