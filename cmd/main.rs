@@ -13,6 +13,7 @@ mod memory;
 mod quant_args;
 mod quantize;
 mod run;
+#[cfg(feature = "serve")]
 mod serve;
 mod settings;
 mod speculate_args;
@@ -77,6 +78,7 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Serve a model over an OpenAI-compatible HTTP API (chat, completions, streaming, JSON
     /// schemas, tool calls) with continuous batching
+    #[cfg(feature = "serve")]
     Serve(serve::ServeArgs),
     /// Measure prompt-processing and generation speed (tok/s), load time and peak memory
     Bench(bench::BenchArgs),
@@ -121,6 +123,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Run(args) => run::main(args),
+        #[cfg(feature = "serve")]
         Command::Serve(args) => serve::main(args),
         Command::Inspect(args) => inspect::main(args),
         Command::Export(args) => export::main(args),

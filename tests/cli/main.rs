@@ -14,4 +14,5 @@ mod eval_cli;
 mod fuzz_corpus;
 mod mnn_export;
 mod run_options;
+#[cfg(feature = "serve")]
 mod serve;
