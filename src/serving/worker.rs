@@ -77,6 +77,13 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
         if idle {
             publish(shared, &slots);
             if stopping {
+                // A job that raced the shutdown into the channel still gets its answer.
+                while let Ok(msg) = rx.try_recv() {
+                    if let Msg::Job(mut job, _) = msg {
+                        end_job(shared, false, |s| &s.failed);
+                        job.sink.send(Event::Failed(Failure::ShuttingDown));
+                    }
+                }
                 return;
             }
             match rx.recv() {
