@@ -6,10 +6,12 @@
 //! Task runs are resumable: with `--out FILE`, every finished item is appended to FILE as one
 //! JSON line; running the same command again skips the items already there.
 
+mod code;
 mod compare;
 mod drift;
 mod engine;
 mod generation;
+mod math;
 mod mc;
 mod ppl;
 
@@ -61,6 +63,14 @@ pub enum Task {
     /// GSM8K grade-school math, as lm-eval's gsm8k / gsm8k_cot / gsm8k_cot_zeroshot /
     /// gsm8k_cot_llama (chat) tasks
     Gsm8k(generation::Gsm8kArgs),
+    /// HumanEval code generation, checked by running each completion against its tests in a
+    /// sandbox (lm-eval's humaneval / humaneval_instruct prompts; pass@1, pass@k)
+    Humaneval(code::CodeArgs),
+    /// MBPP code generation (lm-eval's 3-shot mbpp prompt), checked by execution in a sandbox
+    Mbpp(code::CodeArgs),
+    /// MATH-500 (lm-eval's minerva_math500: 4-shot, the final-answer sentence, normalised
+    /// exact match; string equivalence only, the sympy path is not ported)
+    Math500(math::MathArgs),
     /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions
     Mc(mc::McArgs),
     /// Score an existing responses file without a model
@@ -79,6 +89,9 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
         Task::Ppl(a) => ppl::main(a),
         Task::Ifeval(a) => generation::ifeval(a),
         Task::Gsm8k(a) => generation::gsm8k(a),
+        Task::Humaneval(a) => code::generate("humaneval", a),
+        Task::Mbpp(a) => code::generate("mbpp", a),
+        Task::Math500(a) => math::main(a),
         Task::Mc(a) => mc::main(a),
         Task::Score(a) => compare::score(a),
         Task::Compare(a) => compare::main(a),

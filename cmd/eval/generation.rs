@@ -63,13 +63,17 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
 
 /// One item to generate for: its id, the data fields written with it (and checked when
 /// resuming), and the request.
-struct GenItem {
-    id: Value,
-    fields: Map<String, Value>,
-    request: GenRequest,
+pub(super) struct GenItem {
+    pub id: Value,
+    pub fields: Map<String, Value>,
+    pub request: GenRequest,
 }
 
-fn open_model(path: &Path, run: &RunOpts, needs_template: bool) -> Result<(LoadedModel, usize)> {
+pub(super) fn open_model(
+    path: &Path,
+    run: &RunOpts,
+    needs_template: bool,
+) -> Result<(LoadedModel, usize)> {
     let m = LoadedModel::open_with(path, crate::settings::load_options(true)?)?;
     if needs_template && m.template.is_none() {
         bail!(
@@ -87,7 +91,7 @@ fn open_model(path: &Path, run: &RunOpts, needs_template: bool) -> Result<(Loade
 
 /// Generates for every item not yet in the log and scores every item. `score` returns the
 /// item's scores and the extra fields its log line carries besides `response`.
-fn run_items(
+pub(super) fn run_items(
     engine: &mut Engine,
     resume: &mut Resume,
     items: &[GenItem],
@@ -239,6 +243,7 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
                 },
                 until: Vec::new(),
                 max_gen_toks: IFEVAL_MAX_GEN_TOKS,
+                sampling: None,
             },
         })
         .collect();
@@ -392,14 +397,14 @@ fn gsm8k_exemplars(a: &Gsm8kArgs, task: &Task) -> Result<(Vec<Exemplar>, String)
     Ok((exemplars, source))
 }
 
-fn resumed_note(resume: &Resume, run: &RunOpts) -> String {
+pub(super) fn resumed_note(resume: &Resume, run: &RunOpts) -> String {
     match (&run.out, resume.resumed) {
         (Some(p), n) if n > 0 => format!("; {n} resumed from {}", p.display()),
         _ => String::new(),
     }
 }
 
-fn speed(engine: &Engine, start: Instant) -> Option<String> {
+pub(super) fn speed(engine: &Engine, start: Instant) -> Option<String> {
     (engine.generated_tokens > 0).then(|| {
         let s = engine.speculation;
         let spec = if engine.speculate.is_some() {
@@ -420,7 +425,7 @@ fn speed(engine: &Engine, start: Instant) -> Option<String> {
 }
 
 /// A missing default data file is the usual first-run error: say where it comes from.
-fn check_data(path: &Path) -> Result<()> {
+pub(super) fn check_data(path: &Path) -> Result<()> {
     if !path.exists() {
         bail!(
             "{}: no such file (scripts/fetch-eval-data.sh downloads the data sets; or give --data)",

