@@ -8,6 +8,7 @@
 
 mod code;
 mod compare;
+mod custom;
 mod drift;
 mod engine;
 mod generation;
@@ -71,6 +72,9 @@ pub enum Task {
     /// MATH-500 (lm-eval's minerva_math500: 4-shot, the final-answer sentence, normalised
     /// exact match; string equivalence only, the sympy path is not ported)
     Math500(math::MathArgs),
+    /// Your own samples as a task: a YAML/JSON task file (data, prompt template, answer
+    /// extraction, metric), on one build or two (--model B) with the paired comparison
+    Custom(custom::CustomArgs),
     /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions
     Mc(mc::McArgs),
     /// Score an existing responses file without a model
@@ -92,6 +96,7 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
         Task::Humaneval(a) => code::generate("humaneval", a),
         Task::Mbpp(a) => code::generate("mbpp", a),
         Task::Math500(a) => math::main(a),
+        Task::Custom(a) => custom::main(a),
         Task::Mc(a) => mc::main(a),
         Task::Score(a) => compare::score(a),
         Task::Compare(a) => compare::main(a),

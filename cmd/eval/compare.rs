@@ -141,7 +141,7 @@ fn points(x: f64) -> String {
     format!("{:+.2}", 100.0 * x)
 }
 
-fn print_text(c: &Comparison, show: usize) {
+pub(super) fn print_text(c: &Comparison, show: usize) {
     println!("{}: {} paired items", c.task, c.paired_items);
     println!(
         "  A = {} ({}, {} items)",

@@ -9,6 +9,7 @@
 
 pub mod code;
 pub mod compare;
+pub mod custom;
 pub mod gsm8k;
 pub mod ifeval;
 pub mod math;

@@ -915,3 +915,64 @@ fn math500_runs_resumes_and_names_a_solution_without_a_box() {
         &["nobox.jsonl:1", "boxed"],
     );
 }
+
+#[test]
+fn custom_tasks_run_resume_compare_and_reject_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = tiny("qwen2-tiny");
+    let b = tiny("llama-tiny");
+    let task = root().join("examples/yesno/task.yaml");
+    let out = dir.path().join("yesno.jsonl");
+    let run = |limit: &str| {
+        json_run(&[
+            "eval",
+            "custom",
+            "--task",
+            s(&task),
+            s(&a),
+            "--limit",
+            limit,
+            "--out",
+            s(&out),
+            "--json",
+        ])
+    };
+    let first = run("2");
+    let second = run("4");
+    assert_eq!(second["n"], 4);
+    assert_eq!(second["details"]["resumed"], 2);
+    assert_eq!(second["items"][0], first["items"][0]);
+    assert_eq!(second["items"][0]["id"], "y03");
+    // Two builds: both reports and the paired comparison.
+    let work = dir.path().join("work");
+    let both = json_run(&[
+        "eval",
+        "custom",
+        "--task",
+        s(&task),
+        s(&a),
+        "--model",
+        s(&b),
+        "--limit",
+        "3",
+        "--work",
+        s(&work),
+        "--json",
+    ]);
+    assert_eq!(both["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(both["comparison"]["paired_items"], 3);
+    // One error line naming the file, line and field.
+    let bad_dir = dir.path().join("bad");
+    std::fs::create_dir(&bad_dir).unwrap();
+    std::fs::write(
+        bad_dir.join("rows.jsonl"),
+        "{\"text\": \"hi\", \"label\": \"x\"}\n",
+    )
+    .unwrap();
+    let bad = bad_dir.join("task.yaml");
+    std::fs::write(&bad, "name: t\ndata: rows.jsonl\nprompt: '{{ txt }}'\ntarget: '{{ label }}'\nmetric: exact_match\n").unwrap();
+    assert_error(
+        &["eval", "custom", "--task", s(&bad), s(&a)],
+        &["rows.jsonl:1", "`txt`"],
+    );
+}

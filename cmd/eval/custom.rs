@@ -1,0 +1,204 @@
+//! `pocket eval custom --task FILE MODEL [--model B]`: a user's own samples as a task (the
+//! evals crate's `custom` module), on one build or two with the paired comparison.
+
+use super::generation::{open_model, resumed_note, run_items, speed, Done, GenItem};
+use super::{model_name, obj, report, Resume, RunOpts};
+use anyhow::Result;
+use clap::Args;
+use pocket_evals::compare::{compare, RunFile};
+use pocket_evals::custom::CustomTask;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+#[command(after_help = "\
+The task file (YAML, or JSON when it ends in .json) names the data (JSONL or CSV), a minijinja \
+prompt and target over a row's fields, few-shot rows, the answer extraction (first_line, whole, \
+regex, json_field, json, choices) and the metric (exact_match, accuracy, token_f1, json_fields), \
+with normalisation options and generation settings; docs/evals.md#custom-tasks has every field, \
+examples/ three worked tasks. Greedy decoding. Every template is checked against every row before \
+the model loads: a wrong field is one error naming the file and line.
+
+Examples:
+  pocket eval custom --task examples/intent/task.yaml model.gguf
+  pocket eval custom --task examples/extract/task.yaml model.gguf --model model-q4.pocket")]
+pub struct CustomArgs {
+    /// The task file
+    #[arg(long, value_name = "FILE")]
+    pub task: PathBuf,
+    /// Model: an HF checkpoint directory, a .pocket file or a GGUF
+    pub model: PathBuf,
+    /// A second build to compare with MODEL on the same rows (B − A, paired interval, flips)
+    #[arg(long = "model", value_name = "B")]
+    pub model_b: Option<PathBuf>,
+    /// With --model: directory for both runs' resumable logs
+    #[arg(long, default_value = "eval-runs")]
+    pub work: PathBuf,
+    #[command(flatten)]
+    pub run: RunOpts,
+}
+
+pub fn main(a: CustomArgs) -> Result<ExitCode> {
+    a.run.start_threads()?;
+    let task = CustomTask::load(&a.task)?;
+    let Some(b) = &a.model_b else {
+        let done = run_custom(&task, &a.model, &a.run)?;
+        done.print(a.run.json)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    std::fs::create_dir_all(&a.work).map_err(|e| anyhow::anyhow!("{}: {e}", a.work.display()))?;
+    let mut done = Vec::new();
+    for (i, m) in [&a.model, b].into_iter().enumerate() {
+        let file = format!(
+            "custom.{}.{}.{}.jsonl",
+            task.spec
+                .name
+                .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"),
+            i + 1,
+            model_name(m).replace(
+                |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.',
+                "_"
+            )
+        );
+        let run = RunOpts {
+            out: Some(a.work.join(file)),
+            json: a.run.json,
+            limit: a.run.limit,
+            ctx: a.run.ctx,
+            threads: None,
+            batch: a.run.batch,
+            spec: a.run.spec.clone(),
+        };
+        eprintln!(
+            "{}: {} ({})",
+            task.spec.name,
+            m.display(),
+            if i == 0 { "A" } else { "B" }
+        );
+        done.push(run_custom(&task, m, &run)?);
+    }
+    let files: Vec<RunFile> = done
+        .iter()
+        .zip([&a.model, b])
+        .map(|(d, m)| RunFile {
+            path: m.clone(),
+            task: d.report.task.clone(),
+            model: d.report.model.clone(),
+            items: d.report.items.clone(),
+        })
+        .collect();
+    let c = compare(&files[0], &files[1])?;
+    if a.run.json {
+        println!(
+            "{}",
+            serde_json::to_string(
+                &json!({"runs": [&done[0].report, &done[1].report], "comparison": c})
+            )?
+        );
+    } else {
+        for d in &done {
+            d.print(false)?;
+        }
+        println!();
+        super::compare::print_text(&c, 10);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
+    let rows: Vec<usize> = run.limit((0..task.rows.len()).collect());
+    let (m, ctx) = open_model(model, run, task.spec.chat_template)?;
+    let name = model_name(model);
+    // A changed prompt, target or example count makes an old log refuse to resume.
+    let identity = json!({
+        "task": format!("custom:{}", task.spec.name), "model": name,
+        "prompt_template": task.spec.prompt, "target_template": task.spec.target,
+        "fewshot": task.spec.fewshot,
+        "chat_template": task.spec.chat_template,
+    });
+    let mut resume = Resume::open(run.out.as_deref(), obj(identity))?;
+    let mut items = Vec::with_capacity(rows.len());
+    for &i in &rows {
+        items.push(GenItem {
+            id: task.id(i),
+            fields: obj(json!({"row": task.rows[i].fields})),
+            request: task.request(i)?,
+        });
+    }
+    let mut engine = super::engine::Engine::new(&m, ctx);
+    let start = Instant::now();
+    let mut f1 = Vec::new();
+    let mut failure = None;
+    let scored = run_items(
+        &mut engine,
+        &mut resume,
+        &items,
+        run.generation_batch(),
+        run.json,
+        task.headline(),
+        |k, response| match task.score(rows[k], response) {
+            Ok(o) => {
+                f1.extend(o.f1);
+                (o.scores, o.extra)
+            }
+            Err(e) => {
+                failure.get_or_insert(e);
+                (
+                    pocket_evals::results::ItemScores {
+                        id: task.id(rows[k]),
+                        scores: Default::default(),
+                        instruction_id_list: None,
+                    },
+                    Default::default(),
+                )
+            }
+        },
+    )?;
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    let mean_f1 = (!f1.is_empty()).then(|| f1.iter().sum::<f64>() / f1.len() as f64);
+    let details = json!({
+        "task_file": task.path,
+        "data": task.spec.data,
+        "metric": format!("{:?}", task.spec.metric),
+        "token_f1": mean_f1,
+        "resumed": resume.resumed,
+        "generated_tokens": engine.generated_tokens,
+        "seconds": start.elapsed().as_secs_f64(),
+    });
+    let r = report(
+        &format!("custom:{}", task.spec.name),
+        &name,
+        scored,
+        details,
+    )?;
+    let mut header = format!(
+        "{} on {name}: {} rows of {} (greedy, {}){}",
+        task.spec.name,
+        r.n,
+        task.spec.data.display(),
+        if task.spec.chat_template {
+            "chat template"
+        } else {
+            "plain text"
+        },
+        resumed_note(&resume, run)
+    );
+    if let Some(f) = mean_f1 {
+        header.push_str(&format!("\n  {:<26} {f:.4}", "token_f1 (mean)"));
+    }
+    let order: &'static [&'static str] = match task.headline() {
+        "accuracy" => &["accuracy"],
+        "field_accuracy" => &["field_accuracy", "all_fields"],
+        _ => &["exact_match"],
+    };
+    Ok(Done {
+        report: r,
+        header,
+        order,
+        speed: speed(&engine, start),
+    })
+}
