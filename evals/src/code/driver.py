@@ -130,7 +130,8 @@ def main():
         socket.socketpair = refused
     status = landlock(root)
     if job.get("probe"):
-        os.write(out, ("%s %s\n" % (nonce, json.dumps({"probe": status, "uid": os.getuid()}))).encode())
+        reply = {"probe": status, "uid": os.getuid(), "python": sys.version.split()[0]}
+        os.write(out, ("%s %s\n" % (nonce, json.dumps(reply))).encode())
         os._exit(0)
 
     program = job["program"]

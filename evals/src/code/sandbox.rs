@@ -87,6 +87,8 @@ pub struct Isolation {
     pub namespaces: bool,
     /// What the driver reported of Landlock ("landlock abi 7", or why not).
     pub landlock: String,
+    /// The interpreter's version (exception messages, hence `result` strings, follow it).
+    pub python: String,
 }
 
 impl std::fmt::Display for Isolation {
@@ -100,7 +102,7 @@ impl std::fmt::Display for Isolation {
         } else {
             write!(f, "no namespaces (sockets refused in Python), ")?;
         }
-        write!(f, "{}", self.landlock)
+        write!(f, "{}, python {}", self.landlock, self.python)
     }
 }
 
@@ -114,7 +116,9 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Probes the launchers from strongest to weakest with a program that does nothing.
-    /// `POCKET_PYTHON` names the interpreter (default `python3`).
+    /// `POCKET_PYTHON` names the interpreter (default `python3`, looked up in
+    /// /usr/local/bin, /usr/bin and /bin: the program's environment is cleared, so a venv or
+    /// pyenv shim on the caller's PATH is not used unless named here).
     pub fn new(limits: Limits) -> Result<Sandbox, EvalError> {
         let python = std::env::var("POCKET_PYTHON").unwrap_or_else(|_| "python3".into());
         let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
@@ -154,11 +158,13 @@ impl Sandbox {
                     user,
                     namespaces,
                     landlock: String::new(),
+                    python: String::new(),
                 },
             };
             match sandbox.probe() {
-                Ok(landlock) => {
+                Ok((landlock, version)) => {
                     sandbox.isolation.landlock = landlock;
+                    sandbox.isolation.python = version;
                     return Ok(sandbox);
                 }
                 Err(e) => last = e,
@@ -177,15 +183,21 @@ impl Sandbox {
         &self.limits
     }
 
-    fn probe(&self) -> Result<String, String> {
+    /// Landlock's status and Python's version, as the driver reports them.
+    fn probe(&self) -> Result<(String, String), String> {
         let mut job = self.job("");
         job["probe"] = json!(true);
         match self.execute(job)? {
-            Some(Value::Object(reply)) => Ok(reply
-                .get("probe")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()),
+            Some(Value::Object(reply)) => {
+                let text = |k: &str| {
+                    reply
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                Ok((text("probe"), text("python")))
+            }
             other => Err(format!("the probe did not answer ({other:?})")),
         }
     }
