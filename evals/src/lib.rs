@@ -7,6 +7,7 @@
 //! resumable per-item result logs ([`runlog`]) and the paired comparison of two runs
 //! ([`compare`]).
 
+pub mod bbh;
 pub mod code;
 pub mod compare;
 pub mod custom;
