@@ -15,6 +15,7 @@ mod generation;
 mod math;
 mod mc;
 mod ppl;
+mod suite;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -75,6 +76,10 @@ pub enum Task {
     /// Your own samples as a task: a YAML/JSON task file (data, prompt template, answer
     /// extraction, metric), on one build or two (--model B) with the paired comparison
     Custom(custom::CustomArgs),
+    /// The model card's benchmark suite in one command: per-task scores, the unweighted
+    /// average, and with --model B the paired differences (several rows are not built yet or
+    /// have no data here; the table says which)
+    Suite(suite::SuiteArgs),
     /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions
     Mc(mc::McArgs),
     /// Score an existing responses file without a model
@@ -97,6 +102,7 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
         Task::Mbpp(a) => code::generate("mbpp", a),
         Task::Math500(a) => math::main(a),
         Task::Custom(a) => custom::main(a),
+        Task::Suite(a) => suite::main(a),
         Task::Mc(a) => mc::main(a),
         Task::Score(a) => compare::score(a),
         Task::Compare(a) => compare::main(a),

@@ -29,6 +29,10 @@ pub struct DriftArgs {
     /// GSM8K test.jsonl
     #[arg(long, default_value = "data/gsm8k/test.jsonl")]
     pub gsm8k_data: PathBuf,
+    /// Where humaneval, mbpp and math500 read their data (DIR/humaneval/HumanEval.jsonl,
+    /// DIR/mbpp/test.jsonl, DIR/math500/test.jsonl)
+    #[arg(long, default_value = "data", value_name = "DIR")]
+    pub data_dir: PathBuf,
     /// Directory for each run's results log (runs resume from them)
     #[arg(long, default_value = "eval-runs")]
     pub work: PathBuf,
@@ -53,7 +57,7 @@ pub struct DriftArgs {
     pub spec: crate::speculate_args::SpecArgs,
 }
 
-fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
+pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
     let file = format!(
         "{task}.{}.{}.jsonl",
         i + 1,
@@ -86,7 +90,11 @@ fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
             &super::code::CodeArgs {
                 model: model.to_path_buf(),
                 variant: Some(task.to_string()),
-                problems: None,
+                problems: Some(a.data_dir.join(if set == "mbpp" {
+                    "mbpp/test.jsonl"
+                } else {
+                    "humaneval/HumanEval.jsonl"
+                })),
                 samples: 1,
                 temperature: 0.8,
                 top_p: 0.95,
@@ -99,7 +107,7 @@ fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Result<Done> {
     if task == "math500" {
         return super::math::math_run(&super::math::MathArgs {
             model: model.to_path_buf(),
-            data: PathBuf::from("data/math500/test.jsonl"),
+            data: a.data_dir.join("math500/test.jsonl"),
             run,
         });
     }

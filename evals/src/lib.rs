@@ -20,6 +20,7 @@ pub mod py_dumps;
 pub mod results;
 pub mod runlog;
 pub mod stats;
+pub mod suite;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

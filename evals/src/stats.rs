@@ -74,6 +74,44 @@ pub fn paired_bootstrap_ci(
     Some((at(0.025), at(0.975)))
 }
 
+/// 95 % interval of the difference of an unweighted average over tasks (B − A, as a
+/// fraction): each draw resamples the items within every task (paired, whole items) and averages
+/// the tasks' differences, so a task with few items weighs as much as in the average itself.
+pub fn stratified_bootstrap_mean_diff(
+    tasks: &[Vec<PairedItem>],
+    resamples: usize,
+    seed: u64,
+) -> Option<(f64, f64)> {
+    if tasks.is_empty() || tasks.iter().any(|t| t.is_empty()) || resamples == 0 {
+        return None;
+    }
+    let mut rng = SplitMix64(seed);
+    let mut diffs = Vec::with_capacity(resamples);
+    'draw: for _ in 0..resamples {
+        let mut sum = 0.0;
+        for items in tasks {
+            let (mut a, mut b, mut units) = (0.0, 0.0, 0.0);
+            for _ in 0..items.len() {
+                let it = &items[rng.below(items.len())];
+                a += it.a;
+                b += it.b;
+                units += it.units;
+            }
+            if units == 0.0 {
+                continue 'draw;
+            }
+            sum += (b - a) / units;
+        }
+        diffs.push(sum / tasks.len() as f64);
+    }
+    if diffs.is_empty() {
+        return None;
+    }
+    diffs.sort_by(f64::total_cmp);
+    let at = |q: f64| diffs[((q * (diffs.len() - 1) as f64).round() as usize).min(diffs.len() - 1)];
+    Some((at(0.025), at(0.975)))
+}
+
 /// SplitMix64 (Steele, Lea, Flood 2014): small, seedable, good enough for resampling.
 struct SplitMix64(u64);
 
@@ -95,6 +133,30 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_average_interval_brackets_the_average_difference() {
+        let item = |a: f64, b: f64| PairedItem { a, b, units: 1.0 };
+        // Task 1: B gains 20 points on 50 items; task 2: B loses 10 on 10 items.
+        let t1: Vec<PairedItem> = (0..50)
+            .map(|i| item(0.0, (i % 5 == 0) as u8 as f64))
+            .collect();
+        let t2: Vec<PairedItem> = (0..10).map(|i| item((i == 0) as u8 as f64, 0.0)).collect();
+        let tasks = vec![t1, t2];
+        let (lo, hi) = stratified_bootstrap_mean_diff(&tasks, 2000, 7).unwrap();
+        let mean = (0.2 - 0.1) / 2.0;
+        assert!(lo < mean && mean < hi, "{lo} {hi}");
+        assert_eq!(
+            stratified_bootstrap_mean_diff(&tasks, 2000, 7),
+            Some((lo, hi))
+        );
+        let same: Vec<PairedItem> = (0..20).map(|_| item(1.0, 1.0)).collect();
+        assert_eq!(
+            stratified_bootstrap_mean_diff(&[same], 100, 1),
+            Some((0.0, 0.0))
+        );
+        assert_eq!(stratified_bootstrap_mean_diff(&[vec![]], 100, 1), None);
+    }
 
     #[test]
     fn mcnemar_matches_the_binomial_by_hand() {

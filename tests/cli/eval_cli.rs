@@ -976,3 +976,82 @@ fn custom_tasks_run_resume_compare_and_reject_bad_files() {
         &["rows.jsonl:1", "`txt`"],
     );
 }
+
+#[test]
+fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for (sub, file, from) in [
+        (
+            "ifeval",
+            "input_data.jsonl",
+            sample("ifeval_input_data.jsonl"),
+        ),
+        ("gsm8k", "test.jsonl", sample("gsm8k_sample.jsonl")),
+        (
+            "humaneval",
+            "HumanEval.jsonl",
+            code_fixture("humaneval.jsonl"),
+        ),
+        ("mbpp", "test.jsonl", code_fixture("mbpp.jsonl")),
+        ("math500", "test.jsonl", sample("math500_sample.jsonl")),
+    ] {
+        std::fs::create_dir_all(data.join(sub)).unwrap();
+        std::fs::copy(from, data.join(sub).join(file)).unwrap();
+    }
+    let json = dir.path().join("suite.json");
+    let out = pocket(&[
+        "eval",
+        "suite",
+        s(&tiny("qwen2-tiny")),
+        "--model",
+        s(&tiny("llama-tiny")),
+        "--tasks",
+        "all",
+        "--limit",
+        "2",
+        "--data-dir",
+        s(&data),
+        "--work",
+        s(&dir.path().join("w")),
+        "--card",
+        "mnn-pocket",
+        "--json",
+        s(&json),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in [
+        "IFEval-zh      data not available",
+        "MMLU           not built",
+        "vendor's mnn-pocket card, INT4: 49.59",
+    ] {
+        assert!(text.contains(row), "{row:?} in\n{text}");
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sum = &v["summary"];
+    assert_eq!(sum["tasks_averaged"], 5);
+    let rows: Vec<&Value> = sum["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["task"].is_string())
+        .collect();
+    // The average is the unweighted mean of the rows' A scores.
+    let mean: f64 = rows
+        .iter()
+        .map(|r| r["scores"][0].as_f64().unwrap())
+        .sum::<f64>()
+        / 5.0;
+    assert!((sum["averages"][0].as_f64().unwrap() - mean).abs() < 1e-12);
+    assert!(rows.iter().all(|r| r["n"] == 2 && r["flips"].is_array()));
+    assert!(sum["average_ci95"].is_array());
+    assert_error(
+        &["eval", "suite", s(&tiny("qwen2-tiny")), "--tasks", "mmlu2"],
+        &["mmlu2"],
+    );
+}
