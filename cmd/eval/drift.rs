@@ -19,8 +19,8 @@ pub struct DriftArgs {
     #[arg(long = "model", value_name = "MODEL")]
     pub models: Vec<PathBuf>,
     /// Tasks, comma-separated: ifeval, gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat, humaneval,
-    /// humaneval_instruct, mbpp, math500 (code and MATH read their default data files under
-    /// data/, from scripts/fetch-eval-data.sh)
+    /// humaneval_instruct, mbpp, math500, mmlu, arc_challenge, hellaswag, gpqa (all but IFEval
+    /// and GSM8K read their data files under --data-dir, from scripts/fetch-eval-data.sh)
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     pub tasks: Vec<String>,
     /// IFEval's input_data.jsonl
@@ -29,8 +29,8 @@ pub struct DriftArgs {
     /// GSM8K test.jsonl
     #[arg(long, default_value = "data/gsm8k/test.jsonl")]
     pub gsm8k_data: PathBuf,
-    /// Where humaneval, mbpp and math500 read their data (DIR/humaneval/HumanEval.jsonl,
-    /// DIR/mbpp/test.jsonl, DIR/math500/test.jsonl)
+    /// Where the code, MATH and multiple-choice tasks read their data (DIR/humaneval/,
+    /// DIR/mbpp/, DIR/math500/, DIR/mmlu/, DIR/arc_challenge/, DIR/hellaswag/, DIR/gpqa/)
     #[arg(long, default_value = "data", value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Directory for each run's results log (runs resume from them)
@@ -104,6 +104,19 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
             },
         );
     }
+    if let Some(bench) = pocket_evals::mc::benchmarks::Benchmark::parse(task) {
+        return super::mc::mc_run(&super::mc::McArgs {
+            model: model.to_path_buf(),
+            data: None,
+            task: Some(bench),
+            data_dir: a.data_dir.clone(),
+            style: pocket_evals::mc::Style::Cloze,
+            no_shared_prefix: false,
+            constrained: false,
+            chat: false,
+            run,
+        });
+    }
     if task == "math500" {
         return super::math::math_run(&super::math::MathArgs {
             model: model.to_path_buf(),
@@ -136,6 +149,11 @@ fn known_tasks() -> Vec<&'static str> {
             .map(|t| t.name()),
     );
     names.push("math500");
+    names.extend(
+        pocket_evals::mc::benchmarks::Benchmark::ALL
+            .iter()
+            .map(|b| b.name()),
+    );
     names
 }
 

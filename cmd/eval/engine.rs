@@ -82,6 +82,9 @@ impl LogitModel for Engine<'_> {
         self.state.cache.truncate(len);
         true
     }
+    fn max_len(&self) -> Option<usize> {
+        Some(self.state.cache.capacity())
+    }
 }
 
 /// The engine's sampler settings for a request: greedy, or its sampling.

@@ -1,12 +1,15 @@
-//! `pocket eval mc`: multiple choice by log-likelihood on the user's questions. The scoring
-//! is the evals crate's; this file loads the data, runs the items with resume and progress, and
-//! prints the report.
+//! `pocket eval mc`: multiple choice by log-likelihood on the user's questions, or on MMLU,
+//! ARC-Challenge, HellaSwag and GPQA with lm-eval's prompts (`--task`). The scoring and the
+//! prompt layouts are the evals crate's; this file loads the data, runs the items with resume
+//! and progress, and builds the report (also for `eval suite` and the drift command).
 
 use super::engine::{Engine, HarnessTokenizer};
-use super::{model_name, obj, print_metrics, progress, report, Resume, RunOpts};
+use super::generation::Done;
+use super::{model_name, obj, progress, report, Resume, RunOpts};
 use anyhow::{bail, Result};
 use clap::Args;
 use pocket::loader::LoadedModel;
+use pocket_evals::mc::benchmarks::{self, Benchmark};
 use pocket_evals::mc::{self, ChoiceScore, Style};
 use pocket_evals::results::ItemScores;
 use serde_json::{json, Map, Value};
@@ -19,13 +22,25 @@ use std::time::Instant;
 #[command(after_help = "\
 Data: JSONL ({\"question\": ..., \"choices\": [...] or \"A\": ..., \"B\": ..., \"answer\": 1 or \"B\" or \
 the right choice's text, \"id\": optional}) or CSV with a header (question, A, B, C, ... or a \
-choices column holding a JSON list, answer, optional id). Answer indices are 0-based.")]
+choices column holding a JSON list, answer, optional id). Answer indices are 0-based.
+
+Benchmarks (--task, data from scripts/fetch-eval-data.sh): mmlu (5-shot from each subject's dev \
+split; --limit counts per subject, as lm-eval's), arc_challenge, hellaswag, gpqa (GPQA Diamond, \
+its answers in the data's order, not lm-eval's seeded shuffle). The prompts are lm-eval 0.4.13's \
+request strings, checked item for item. Headline: acc for mmlu, acc_norm for the others.")]
 pub struct McArgs {
-    /// Model: an HF checkpoint directory or a .pocket file
+    /// Model: an HF checkpoint directory, a GGUF or a .pocket file
     pub model: PathBuf,
     /// Questions: a .csv file, or JSON lines
-    #[arg(long)]
-    pub data: PathBuf,
+    #[arg(long, required_unless_present = "task", conflicts_with = "task")]
+    pub data: Option<PathBuf>,
+    /// A benchmark with lm-eval's prompt layout instead of --data: mmlu, arc_challenge,
+    /// hellaswag, gpqa
+    #[arg(long, value_parser = parse_benchmark, conflicts_with_all = ["style", "chat"])]
+    pub task: Option<Benchmark>,
+    /// Where --task reads its data (scripts/fetch-eval-data.sh's layout)
+    #[arg(long, default_value = "data", value_name = "DIR")]
+    pub data_dir: PathBuf,
     /// cloze: "Question: Q\nAnswer:" scored on " choice text" (ARC style); letters: the
     /// choices listed as "A. ..." and scored on " A", " B", ... (MMLU style)
     #[arg(long, default_value = "cloze", value_parser = parse_style)]
@@ -46,6 +61,21 @@ pub struct McArgs {
     pub chat: bool,
     #[command(flatten)]
     pub run: RunOpts,
+}
+
+fn parse_benchmark(s: &str) -> Result<Benchmark, String> {
+    Benchmark::parse(s).ok_or_else(|| "expected mmlu, arc_challenge, hellaswag or gpqa".to_string())
+}
+
+/// One question as the loop sees it, whichever source it came from.
+struct Question {
+    id: Value,
+    request: mc::McRequest,
+    answer: usize,
+    /// What the run log records of the question (a changed question refuses to resume).
+    fields: Map<String, Value>,
+    /// "file:line", for messages.
+    at: String,
 }
 
 fn parse_style(s: &str) -> Result<Style, String> {
@@ -72,23 +102,79 @@ fn logged_choices(rec: &Map<String, Value>, n: usize) -> Option<Vec<ChoiceScore>
 
 pub fn main(a: McArgs) -> Result<ExitCode> {
     a.run.start_threads()?;
-    let items = a.run.limit(mc::load_items(&a.data)?);
+    mc_run(&a)?.print(a.run.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The questions of --data or --task, ids checked unique.
+fn questions(a: &McArgs, m: &LoadedModel) -> Result<(Vec<Question>, String, PathBuf)> {
+    let qs: Vec<Question> = if let Some(bench) = a.task {
+        let items = benchmarks::load(bench, &a.data_dir)?;
+        let items = benchmarks::limit(items, a.run.limit.map(|n| n as usize));
+        let path = a.data_dir.join(bench.file());
+        items
+            .into_iter()
+            .map(|it| Question {
+                id: Value::from(it.id),
+                fields: obj(json!({"context": it.request.context, "continuations": it.request.continuations, "answer": it.gold})),
+                answer: it.gold,
+                request: it.request,
+                at: format!("{}:{}", path.display(), it.line),
+            })
+            .collect()
+    } else {
+        let data = a
+            .data
+            .as_ref()
+            .expect("clap requires --data without --task");
+        let items = a.run.limit(mc::load_items(data)?);
+        let mut qs = Vec::with_capacity(items.len());
+        for it in items {
+            let request = if a.chat {
+                let user = [pocket::chat_template::Message::new("user", &it.question)];
+                mc::McRequest {
+                    context: m.render_chat(&user, true)?,
+                    continuations: it.choices.clone(),
+                    choice_texts: it.choices.clone(),
+                }
+            } else {
+                mc::request(&it, a.style)
+            };
+            qs.push(Question {
+                id: it.id.clone(),
+                fields: obj(
+                    json!({"question": it.question, "choices": it.choices, "answer": it.answer}),
+                ),
+                answer: it.answer,
+                request,
+                at: format!("{}:{}", data.display(), it.line),
+            });
+        }
+        qs
+    };
     let mut seen = HashSet::new();
-    for it in &items {
-        if !seen.insert(it.id.to_string()) {
-            bail!(
-                "{}:{}: id {} appears twice",
-                a.data.display(),
-                it.line,
-                it.id
-            );
+    for q in &qs {
+        if !seen.insert(q.id.to_string()) {
+            bail!("{}: id {} appears twice", q.at, q.id);
         }
     }
+    let (task, data) = match a.task {
+        Some(b) => (b.name().to_string(), a.data_dir.join(b.file())),
+        None => (
+            format!("mc_{}", if a.chat { "chat" } else { a.style.name() }),
+            a.data.clone().unwrap_or_default(),
+        ),
+    };
+    Ok((qs, task, data))
+}
+
+/// Scores every question (resuming from --out) and builds the report.
+pub fn mc_run(a: &McArgs) -> Result<Done> {
     let m = LoadedModel::open_with(&a.model, crate::settings::load_options(true)?)?;
+    let (items, task, data) = questions(a, &m)?;
     let max = m.model.spec.max_position_embeddings;
     let ctx = a.run.ctx.unwrap_or(max).min(max);
     let model = model_name(&a.model);
-    let task = format!("mc_{}", if a.chat { "chat" } else { a.style.name() });
     let identity = json!({"task": task, "model": model});
     let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
     let mut engine = Engine::new(&m, ctx);
@@ -99,23 +185,10 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
     let mut constrained_seconds = 0.0;
     let mut scored = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
-        let req = if a.chat {
-            let user = [pocket::chat_template::Message::new("user", &it.question)];
-            mc::McRequest {
-                context: m.render_chat(&user, true)?,
-                continuations: it.choices.clone(),
-                choice_texts: it.choices.clone(),
-            }
-        } else {
-            mc::request(it, a.style)
-        };
-        let fields =
-            obj(json!({"question": it.question, "choices": it.choices, "answer": it.answer}));
-        let logged = resume.finished(&it.id, &fields)?;
-        let (choices, fresh) = match logged
-            .as_ref()
-            .and_then(|r| logged_choices(r, it.choices.len()))
-        {
+        let req = &it.request;
+        let n = req.continuations.len();
+        let logged = resume.finished(&it.id, &it.fields)?;
+        let (choices, fresh) = match logged.as_ref().and_then(|r| logged_choices(r, n)) {
             Some(c) => (c, false),
             None if logged.is_some() => {
                 bail!(
@@ -124,8 +197,8 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
                 )
             }
             None => {
-                let s = mc::loglikelihoods(&mut engine, &tok, &req, !a.no_shared_prefix)
-                    .map_err(|e| anyhow::anyhow!("{}:{}: {e}", a.data.display(), it.line))?;
+                let s = mc::loglikelihoods(&mut engine, &tok, req, !a.no_shared_prefix)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", it.at))?;
                 tokens_run += s.tokens_run;
                 (s.choices, true)
             }
@@ -143,8 +216,8 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
         let mut constrained_pred = None;
         if a.constrained {
             let t = Instant::now();
-            let pred = constrained_choice(&m, &tok, &req, ctx)
-                .map_err(|e| anyhow::anyhow!("{}:{}: {e}", a.data.display(), it.line))?;
+            let pred = constrained_choice(&m, &tok, req, ctx)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", it.at))?;
             constrained_seconds += t.elapsed().as_secs_f64();
             scores.insert(
                 "acc_constrained".into(),
@@ -163,7 +236,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
                 "pred_constrained": constrained_pred,
                 "scores": scores,
             }));
-            resume.append(&it.id, &fields, result)?;
+            resume.append(&it.id, &it.fields, result)?;
         }
         right += usize::from(v.acc);
         bar.set_message(format!("acc {:.1}%", 100.0 * right as f64 / (i + 1) as f64));
@@ -177,8 +250,8 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let details = json!({
-        "data": a.data,
-        "style": a.style.name(),
+        "data": data,
+        "style": a.task.map(|b| b.name()).unwrap_or(a.style.name()),
         "shared_prefix": !a.no_shared_prefix,
         "tokens_run": tokens_run,
         "constrained_seconds": a.constrained.then_some(constrained_seconds),
@@ -186,29 +259,28 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
         "seconds": secs,
     });
     let r = report(&task, &model, scored, details)?;
-    if a.run.json {
-        println!("{}", serde_json::to_string(&r)?);
-    } else {
-        println!(
-            "{task} on {model}: {} questions from {}{}",
-            r.n,
-            a.data.display(),
-            if resume.resumed > 0 {
-                format!("; {} resumed", resume.resumed)
-            } else {
-                String::new()
-            }
-        );
-        print_metrics(
-            &r,
-            &["acc", "acc_norm", "acc_bytes", "acc_constrained", "agree"],
-        );
-        println!("ran {tokens_run} tokens in {secs:.1} s");
-        if a.constrained {
-            println!("constrained decoding took {constrained_seconds:.1} s of that");
+    let header = format!(
+        "{task} on {model}: {} questions from {}{}",
+        r.n,
+        data.display(),
+        if resume.resumed > 0 {
+            format!("; {} resumed", resume.resumed)
+        } else {
+            String::new()
         }
+    );
+    let mut speed = format!("ran {tokens_run} tokens in {secs:.1} s");
+    if a.constrained {
+        speed.push_str(&format!(
+            "\nconstrained decoding took {constrained_seconds:.1} s of that"
+        ));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Done {
+        report: r,
+        header,
+        order: &["acc", "acc_norm", "acc_bytes", "acc_constrained", "agree"],
+        speed: Some(speed),
+    })
 }
 
 /// The choice greedy decoding picks when only the choices may be written: the context encoded

@@ -20,10 +20,10 @@ use std::process::ExitCode;
 #[derive(Args)]
 #[command(after_help = "\
 Rows: IFEval (prompt-level strict), GSM8K (gsm8k_cot, flexible extraction), HumanEval \
-(humaneval_instruct, pass@1), MATH500 (string equivalence only: a lower bound), MBPP; IFEval-zh, \
-C-Eval and CMMLU have no data reachable here (C-Eval/CMMLU run from your file with `eval mc`); \
-MMLU, ARC-Challenge, HellaSwag, GPQA and BBH are not built yet. Their rows say so and stay out of \
-the average, which is over the rows that ran (the card's is over 11). Data: \
+(humaneval_instruct, pass@1), MATH500 (string equivalence only: a lower bound), MBPP, MMLU \
+(5-shot, acc), ARC-Challenge, HellaSwag and GPQA Diamond (acc_norm); IFEval-zh, C-Eval and CMMLU \
+have no data reachable here (C-Eval/CMMLU run from your file with `eval mc`); BBH is not built \
+yet (its answer filter is). Their rows say so and stay out of the average, which is over the rows that ran (the card's is over 11). Data: \
 scripts/fetch-eval-data.sh.
 
 Examples:

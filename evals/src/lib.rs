@@ -40,6 +40,11 @@ pub trait LogitModel {
         let _ = len;
         false
     }
+    /// The longest token sequence one context holds, if bounded: log-likelihood requests
+    /// longer than it lose their oldest context tokens, as lm-eval's do.
+    fn max_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Text to token ids, the way the harness's `tok_encode` does it for the model (the

@@ -40,7 +40,8 @@ const fn other(name: &'static str, status: Status, card: bool) -> Row {
 }
 
 /// Every row, card rows first. Headline metrics: IFEval prompt-level strict, GSM8K chain of
-/// thought with the flexible (last number) extraction, HumanEval through the chat template.
+/// thought with the flexible (last number) extraction, HumanEval through the chat template,
+/// MMLU `acc` and the other multiple-choice sets `acc_norm` (the figures lm-eval reports).
 pub const ROWS: &[Row] = &[
     runs("IFEval", "ifeval", "prompt_level_strict_acc", true),
     other("IFEval-zh", Status::NoData, true),
@@ -50,10 +51,10 @@ pub const ROWS: &[Row] = &[
     other("CMMLU", Status::NoData, true),
     runs("MATH500", "math500", "exact_match", true),
     runs("MBPP", "mbpp", "passed", false),
-    other("MMLU", Status::NotBuilt, false),
-    other("ARC-Challenge", Status::NotBuilt, false),
-    other("HellaSwag", Status::NotBuilt, false),
-    other("GPQA Diamond", Status::NotBuilt, false),
+    runs("MMLU", "mmlu", "acc", false),
+    runs("ARC-Challenge", "arc_challenge", "acc_norm", false),
+    runs("HellaSwag", "hellaswag", "acc_norm", false),
+    runs("GPQA Diamond", "gpqa", "acc_norm", false),
     other("BBH", Status::NotBuilt, false),
 ];
 

@@ -197,3 +197,56 @@ fn committed_sample_files_load() {
         );
     }
 }
+
+/// A [`Fake`] that holds at most `max` tokens, failing beyond them as the engine does.
+struct Windowed(Fake, usize);
+
+impl LogitModel for Windowed {
+    fn vocab_size(&self) -> usize {
+        VOCAB
+    }
+    fn reset(&mut self) {
+        self.0.reset()
+    }
+    fn logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String> {
+        if self.0.context.len() + tokens.len() > self.1 {
+            return Err("context is full".into());
+        }
+        self.0.logits(tokens)
+    }
+    fn rewind(&mut self, len: usize) -> bool {
+        self.0.rewind(len)
+    }
+    fn max_len(&self) -> Option<usize> {
+        Some(self.1)
+    }
+}
+
+#[test]
+fn a_request_longer_than_the_window_loses_its_oldest_context_as_lm_evals_does() {
+    let it = item("abcdef fedcba cab dab bad", &["bad", "a", "fee deed"], 0);
+    let req = mc::request(&it, Style::Cloze);
+    let max = 12;
+    let mut m = Windowed(
+        Fake {
+            context: vec![],
+            can_rewind: true,
+            fed: 0,
+        },
+        max,
+    );
+    let got = mc::loglikelihoods(&mut m, &Chars, &req, true).unwrap();
+    for (c, s) in req.continuations.iter().zip(&got.choices) {
+        let (ctx, cont) = mc::encode_pair(&Chars, &req.context, c).unwrap();
+        assert!(ctx.len() + cont.len() > max + 1, "the test must overflow");
+        // lm-eval: inp = (ctx + cont)[-(max + 1):][:-1], scored on its last len(cont) rows.
+        let whole: Vec<u32> = ctx.iter().chain(&cont).copied().collect();
+        let kept = &whole[whole.len() - (max + 1)..];
+        let kept_ctx = &kept[..kept.len() - cont.len()];
+        assert!((s.ll - direct_ll(kept_ctx, &cont)).abs() < 1e-9, "{c}");
+    }
+    // A continuation longer than the window is refused, not cut.
+    let long = item("a", &["abcdefabcdefabcdef"], 0);
+    let err = mc::loglikelihoods(&mut m, &Chars, &mc::request(&long, Style::Cloze), true);
+    assert!(err.unwrap_err().to_string().contains("does not fit"));
+}

@@ -999,6 +999,7 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
         std::fs::create_dir_all(data.join(sub)).unwrap();
         std::fs::copy(from, data.join(sub).join(file)).unwrap();
     }
+    copy_mc_sample(&data);
     let json = dir.path().join("suite.json");
     let out = pocket(&[
         "eval",
@@ -1027,14 +1028,14 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
     );
     for row in [
         "IFEval-zh      data not available",
-        "MMLU           not built",
+        "BBH            not built",
         "vendor's mnn-pocket card, INT4: 49.59",
     ] {
         assert!(text.contains(row), "{row:?} in\n{text}");
     }
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let sum = &v["summary"];
-    assert_eq!(sum["tasks_averaged"], 5);
+    assert_eq!(sum["tasks_averaged"], 9);
     let rows: Vec<&Value> = sum["rows"]
         .as_array()
         .unwrap()
@@ -1046,12 +1047,127 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
         .iter()
         .map(|r| r["scores"][0].as_f64().unwrap())
         .sum::<f64>()
-        / 5.0;
+        / 9.0;
     assert!((sum["averages"][0].as_f64().unwrap() - mean).abs() < 1e-12);
-    assert!(rows.iter().all(|r| r["n"] == 2 && r["flips"].is_array()));
+    // --limit counts per subject for MMLU (two subjects in the sample), per task elsewhere.
+    for r in &rows {
+        let n = if r["task"] == "mmlu" { 4 } else { 2 };
+        assert!(r["n"] == n && r["flips"].is_array(), "{r}");
+    }
     assert!(sum["average_ci95"].is_array());
     assert_error(
         &["eval", "suite", s(&tiny("qwen2-tiny")), "--tasks", "mmlu2"],
         &["mmlu2"],
+    );
+}
+
+/// The four multiple-choice benchmarks' sample files into `data` (fetch-eval-data.sh's layout).
+fn copy_mc_sample(data: &Path) {
+    let from = sample("mc_sample");
+    for file in [
+        "mmlu/dev.jsonl",
+        "mmlu/test.jsonl",
+        "arc_challenge/test.jsonl",
+        "hellaswag/validation.jsonl",
+        "gpqa/diamond.jsonl",
+    ] {
+        let to = data.join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from.join(file), to).unwrap();
+    }
+}
+
+#[test]
+fn mc_benchmarks_run_with_lm_evals_prompts_and_refuse_bad_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    copy_mc_sample(&data);
+    let model = tiny("qwen2-tiny");
+    let out = dir.path().join("mmlu.jsonl");
+    let args = [
+        "eval",
+        "mc",
+        s(&model),
+        "--task",
+        "mmlu",
+        "--data-dir",
+        s(&data),
+        "--limit",
+        "2",
+        "--out",
+        s(&out),
+        "--json",
+    ];
+    let r = json_run(&args);
+    assert_eq!(
+        (r["task"].as_str(), r["n"].as_u64()),
+        (Some("mmlu"), Some(4))
+    );
+    let logged = lines(&out);
+    assert_eq!(logged.len(), 4);
+    // The log holds the exact request: the subject's description and five shots.
+    let first: Value = serde_json::from_str(&logged[0]).unwrap();
+    let context = first["context"].as_str().unwrap();
+    assert!(context.starts_with(
+        "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
+    ));
+    assert_eq!(context.matches("\nAnswer:").count(), 6, "{context}");
+    // A second run resumes every item and scores the same.
+    let again = json_run(&args);
+    assert_eq!(again["metrics"], r["metrics"]);
+    assert_eq!(again["details"]["resumed"], 4);
+    for task in ["arc_challenge", "hellaswag", "gpqa"] {
+        let r = json_run(&[
+            "eval",
+            "mc",
+            s(&model),
+            "--task",
+            task,
+            "--data-dir",
+            s(&data),
+            "--json",
+        ]);
+        assert_eq!((r["task"].as_str(), r["n"].as_u64()), (Some(task), Some(3)));
+        assert!(r["metrics"]["acc_norm"].is_object(), "{r}");
+    }
+    // --task takes neither --style nor --data; a broken row names its file and line.
+    let bad = pocket(&[
+        "eval",
+        "mc",
+        s(&model),
+        "--task",
+        "mmlu",
+        "--style",
+        "letters",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    std::fs::write(
+        data.join("gpqa/diamond.jsonl"),
+        "{\"question\": \"q\", \"choices\": [\"a\"], \"answer\": 0}\n",
+    )
+    .unwrap();
+    assert_error(
+        &[
+            "eval",
+            "mc",
+            s(&model),
+            "--task",
+            "gpqa",
+            "--data-dir",
+            s(&data),
+        ],
+        &["diamond.jsonl:1", "4 choices"],
+    );
+    assert_error(
+        &[
+            "eval",
+            "mc",
+            s(&model),
+            "--task",
+            "hellaswag",
+            "--data-dir",
+            s(&dir.path().join("none")),
+        ],
+        &["hellaswag/validation.jsonl"],
     );
 }

@@ -7,11 +7,13 @@
 //!
 //! Tokens as in lm-eval's `_encode_pair`: trailing spaces of the context move to the
 //! continuation, the context is encoded alone and the continuation is what the whole text adds
-//! beyond the context's token count. The context's tokens are the same for every choice, so
+//! beyond the context's token count. A request longer than the model's window loses its oldest
+//! context tokens, as lm-eval's Hugging Face loglikelihood truncates. The context's tokens are the same for every choice, so
 //! they run once and each choice continues from a [rewound](LogitModel::rewind) copy of that
 //! state; a model that cannot rewind runs the context again per choice (same numbers, more
 //! work).
 
+pub mod benchmarks;
 pub mod data;
 
 use crate::ppl::{argmax, log_softmax};
@@ -168,7 +170,21 @@ pub fn loglikelihoods(
     // (context ids, the row predicting the first continuation token) when shared.
     let mut shared: Option<(Vec<u32>, Vec<f32>)> = None;
     for continuation in &req.continuations {
-        let (ctx, cont) = encode_pair(tok, &req.context, continuation)?;
+        let (mut ctx, cont) = encode_pair(tok, &req.context, continuation)?;
+        if let Some(max) = model.max_len() {
+            // lm-eval's `(context + continuation)[-(max_length + 1):][:-1]`: the oldest
+            // context tokens go; a continuation that alone overflows cannot be scored.
+            if cont.len() >= max {
+                return Err(EvalError::Invalid(format!(
+                    "a continuation of {} tokens does not fit a context of {max}",
+                    cont.len()
+                )));
+            }
+            let keep = max + 1 - cont.len();
+            if ctx.len() > keep {
+                ctx.drain(..ctx.len() - keep);
+            }
+        }
         if ctx.is_empty() {
             return Err(EvalError::Invalid(format!(
                 "the context {:?} has no tokens",
