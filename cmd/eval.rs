@@ -6,6 +6,7 @@
 //! Task runs are resumable: with `--out FILE`, every finished item is appended to FILE as one
 //! JSON line; running the same command again skips the items already there.
 
+mod bbh;
 mod code;
 mod compare;
 mod custom;
@@ -73,14 +74,18 @@ pub enum Task {
     /// MATH-500 (lm-eval's minerva_math500: 4-shot, the final-answer sentence, normalised
     /// exact match; string equivalence only, the sympy path is not ported)
     Math500(math::MathArgs),
+    /// BIG-Bench Hard, 27 tasks with chain of thought (lm-eval's bbh_cot_fewshot prompts,
+    /// answer filter and exact match)
+    Bbh(bbh::BbhArgs),
     /// Your own samples as a task: a YAML/JSON task file (data, prompt template, answer
     /// extraction, metric), on one build or two (--model B) with the paired comparison
     Custom(custom::CustomArgs),
     /// The model card's benchmark suite in one command: per-task scores, the unweighted
-    /// average, and with --model B the paired differences (several rows are not built yet or
-    /// have no data here; the table says which)
+    /// average, and with --model B the paired differences (IFEval-zh, C-Eval and CMMLU have
+    /// no data here; the table says so)
     Suite(suite::SuiteArgs),
-    /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions
+    /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions, or
+    /// MMLU, ARC-Challenge, HellaSwag and GPQA with lm-eval's prompts (--task)
     Mc(mc::McArgs),
     /// Score an existing responses file without a model
     #[command(subcommand)]
@@ -101,6 +106,7 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
         Task::Humaneval(a) => code::generate("humaneval", a),
         Task::Mbpp(a) => code::generate("mbpp", a),
         Task::Math500(a) => math::main(a),
+        Task::Bbh(a) => bbh::main(a),
         Task::Custom(a) => custom::main(a),
         Task::Suite(a) => suite::main(a),
         Task::Mc(a) => mc::main(a),

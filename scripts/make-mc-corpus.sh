@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Remakes evals/tests/fixtures/mc_requests.jsonl (a sample with its documents) and
 # data/mc_reference/*.jsonl (every item) from lm-eval 0.4.13's own task classes: the MMLU
-# (5-shot), ARC-Challenge, HellaSwag and GPQA Diamond requests for pocket's data files
+# (5-shot), ARC-Challenge, HellaSwag, GPQA Diamond and BBH (bbh_cot_fewshot) requests for
+# pocket's data files
 # (scripts/fetch-eval-data.sh fetches them). Makes .venv-mc (datasets, pyarrow, jinja2 and the
 # modules lm_eval's task code imports; lm_eval itself without its model dependencies).
 set -euo pipefail

@@ -1,5 +1,6 @@
-"""lm-eval 0.4.13's own loglikelihood requests for MMLU (5-shot from dev), ARC-Challenge,
-HellaSwag and GPQA Diamond, built by its task classes from pocket's data files (the layout of
+"""lm-eval 0.4.13's own requests for MMLU (5-shot from dev), ARC-Challenge, HellaSwag and GPQA
+Diamond (loglikelihood), and for BBH's 27 `bbh_cot_fewshot` tasks (generate_until: the context
+and the stop strings), built by its task classes from pocket's data files (the layout of
 scripts/mc_data.py): `datasets.load_dataset` is redirected to those files, nothing else of
 lm-eval is touched.
 
@@ -11,9 +12,11 @@ lm-eval's.
 
 Usage: mc_reference.py DATA_DIR FULL_OUT_DIR FIXTURE
   FULL_OUT_DIR/{mmlu,arc_challenge,hellaswag,gpqa}.jsonl: every item's {"doc_id", "context",
-    "continuations", "gold"} (for the test that compares every item when the data is present)
+    "continuations", "gold"} (for the test that compares every item when the data is present);
+    FULL_OUT_DIR/bbh.jsonl: {"subtask", "doc_id", "context", "until", "max_gen_toks", "target"}
   FIXTURE: a sample (one MMLU item from every third subject, every 29th ARC item, every 167th
-    HellaSwag item, every 14th GPQA item) with the documents themselves, so the test runs without the data
+    HellaSwag item, every 14th GPQA item, the middle item of each BBH task) with the documents
+    themselves, so the test runs without the data
 """
 
 import json
@@ -35,6 +38,8 @@ mmlu = {"dev": jsonl("mmlu/dev.jsonl"), "test": jsonl("mmlu/test.jsonl")}
 arc = jsonl("arc_challenge/test.jsonl")
 hellaswag = jsonl("hellaswag/validation.jsonl")
 gpqa = jsonl("gpqa/diamond.jsonl")
+bbh_tasks = sorted(n[:-len(".jsonl")] for n in os.listdir(os.path.join(data_dir, "bbh")))
+bbh = {t: jsonl(f"bbh/{t}.jsonl") for t in bbh_tasks}
 
 # GPQA in its Hugging Face columns: the wrong answers in file order, the right one last; the
 # patched shuffle below moves the right one back to its place in the file.
@@ -64,6 +69,8 @@ def load_dataset(path=None, name=None, **kwargs):
     if path == "Rowan/hellaswag":
         rows = datasets.Dataset.from_list(hellaswag)
         return datasets.DatasetDict({"train": rows, "validation": rows})
+    if path == "SaylorTwift/bbh" and name in bbh:
+        return datasets.DatasetDict({"test": datasets.Dataset.from_list(bbh[name])})
     if path == "Idavidrein/gpqa" and name == "gpqa_diamond":
         return datasets.DatasetDict({"train": datasets.Dataset.from_list(gpqa_rows)})
     raise RuntimeError(f"no local copy of {path} {name}")
@@ -97,6 +104,7 @@ random.shuffle = file_order_shuffle
 
 subjects = sorted({r["subject"] for r in mmlu["test"]})
 names = [f"mmlu_{s}" for s in subjects] + ["arc_challenge", "hellaswag", "gpqa_diamond_zeroshot"]
+names += [f"bbh_cot_fewshot_{t}" for t in bbh_tasks]
 tasks = get_task_dict(names, TaskManager())
 
 
@@ -144,6 +152,24 @@ for name, key, docs, every in (
     out[key] = rows
     for i in range(0, len(rows), every):
         sample.append({"task": key, "doc": docs[i], **rows[i]})
+out["bbh"] = []
+for t in bbh_tasks:
+    task = tasks[f"bbh_cot_fewshot_{t}"]
+    task.build_all_requests(rank=0, world_size=1)
+    assert len(task.instances) == len(bbh[t]), t
+    for inst in task.instances:
+        ctx, kwargs = inst.arguments
+        row = {
+            "subtask": t,
+            "doc_id": inst.doc_id,
+            "context": ctx,
+            "until": kwargs["until"],
+            "max_gen_toks": kwargs["max_gen_toks"],
+            "target": task.doc_to_target(inst.doc),
+        }
+        out["bbh"].append(row)
+        if inst.doc_id == len(bbh[t]) // 2:
+            sample.append({"task": "bbh", "doc": bbh[t][inst.doc_id], **row})
 for key, rows in out.items():
     with open(os.path.join(full_out, key + ".jsonl"), "w", encoding="utf-8") as f:
         for r in rows:

@@ -19,7 +19,7 @@ pub struct DriftArgs {
     #[arg(long = "model", value_name = "MODEL")]
     pub models: Vec<PathBuf>,
     /// Tasks, comma-separated: ifeval, gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat, humaneval,
-    /// humaneval_instruct, mbpp, math500, mmlu, arc_challenge, hellaswag, gpqa (all but IFEval
+    /// humaneval_instruct, mbpp, math500, bbh, mmlu, arc_challenge, hellaswag, gpqa (all but IFEval
     /// and GSM8K read their data files under --data-dir, from scripts/fetch-eval-data.sh)
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     pub tasks: Vec<String>,
@@ -30,7 +30,7 @@ pub struct DriftArgs {
     #[arg(long, default_value = "data/gsm8k/test.jsonl")]
     pub gsm8k_data: PathBuf,
     /// Where the code, MATH and multiple-choice tasks read their data (DIR/humaneval/,
-    /// DIR/mbpp/, DIR/math500/, DIR/mmlu/, DIR/arc_challenge/, DIR/hellaswag/, DIR/gpqa/)
+    /// DIR/mbpp/, DIR/math500/, DIR/bbh/, DIR/mmlu/, DIR/arc_challenge/, DIR/hellaswag/, DIR/gpqa/)
     #[arg(long, default_value = "data", value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Directory for each run's results log (runs resume from them)
@@ -117,6 +117,14 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
             run,
         });
     }
+    if task == "bbh" {
+        return super::bbh::bbh_run(&super::bbh::BbhArgs {
+            model: model.to_path_buf(),
+            data: a.data_dir.join("bbh"),
+            subtasks: Vec::new(),
+            run,
+        });
+    }
     if task == "math500" {
         return super::math::math_run(&super::math::MathArgs {
             model: model.to_path_buf(),
@@ -149,6 +157,7 @@ fn known_tasks() -> Vec<&'static str> {
             .map(|t| t.name()),
     );
     names.push("math500");
+    names.push("bbh");
     names.extend(
         pocket_evals::mc::benchmarks::Benchmark::ALL
             .iter()

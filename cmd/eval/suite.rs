@@ -21,10 +21,10 @@ use std::process::ExitCode;
 #[command(after_help = "\
 Rows: IFEval (prompt-level strict), GSM8K (gsm8k_cot, flexible extraction), HumanEval \
 (humaneval_instruct, pass@1), MATH500 (string equivalence only: a lower bound), MBPP, MMLU \
-(5-shot, acc), ARC-Challenge, HellaSwag and GPQA Diamond (acc_norm); IFEval-zh, C-Eval and CMMLU \
-have no data reachable here (C-Eval/CMMLU run from your file with `eval mc`); BBH is not built \
-yet (its answer filter is). Their rows say so and stay out of the average, which is over the rows that ran (the card's is over 11). Data: \
-scripts/fetch-eval-data.sh.
+(5-shot, acc), ARC-Challenge, HellaSwag and GPQA Diamond (acc_norm), BBH (27 tasks, chain of \
+thought, exact match); IFEval-zh, C-Eval and CMMLU have no data reachable here (C-Eval/CMMLU \
+run from your file with `eval mc`): their rows say so and stay out of the average, which is over \
+the rows that ran (the card's is over 11). Data: scripts/fetch-eval-data.sh.
 
 Examples:
   pocket eval suite model.gguf --limit 50
@@ -140,12 +140,7 @@ fn summarize(results: &[RowResult], models: &[PathBuf]) -> Result<Value> {
     let mut counted = 0usize;
     for r in results {
         let Status::Runs { task, metric } = r.status else {
-            let why = if r.status == Status::NoData {
-                "data not available"
-            } else {
-                "not built"
-            };
-            rows.push(json!({"row": r.name, "status": why}));
+            rows.push(json!({"row": r.name, "status": "data not available"}));
             continue;
         };
         let scores: Vec<f64> = r

@@ -1000,6 +1000,12 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
         std::fs::copy(from, data.join(sub).join(file)).unwrap();
     }
     copy_mc_sample(&data);
+    let bbh = data.join("bbh");
+    std::fs::create_dir_all(&bbh).unwrap();
+    for f in std::fs::read_dir(sample("bbh_sample")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, bbh.join(f.file_name().unwrap())).unwrap();
+    }
     let json = dir.path().join("suite.json");
     let out = pocket(&[
         "eval",
@@ -1028,14 +1034,14 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
     );
     for row in [
         "IFEval-zh      data not available",
-        "BBH            not built",
+        "C-Eval         data not available",
         "vendor's mnn-pocket card, INT4: 49.59",
     ] {
         assert!(text.contains(row), "{row:?} in\n{text}");
     }
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let sum = &v["summary"];
-    assert_eq!(sum["tasks_averaged"], 9);
+    assert_eq!(sum["tasks_averaged"], 10);
     let rows: Vec<&Value> = sum["rows"]
         .as_array()
         .unwrap()
@@ -1047,11 +1053,16 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
         .iter()
         .map(|r| r["scores"][0].as_f64().unwrap())
         .sum::<f64>()
-        / 9.0;
+        / 10.0;
     assert!((sum["averages"][0].as_f64().unwrap() - mean).abs() < 1e-12);
-    // --limit counts per subject for MMLU (two subjects in the sample), per task elsewhere.
+    // --limit counts per subject for MMLU (two subjects in the sample) and per BBH task (27,
+    // one item each in the sample), per task elsewhere.
     for r in &rows {
-        let n = if r["task"] == "mmlu" { 4 } else { 2 };
+        let n = match r["task"].as_str() {
+            Some("mmlu") => 4,
+            Some("bbh") => 27,
+            _ => 2,
+        };
         assert!(r["n"] == n && r["flips"].is_array(), "{r}");
     }
     assert!(sum["average_ci95"].is_array());
@@ -1082,6 +1093,12 @@ fn mc_benchmarks_run_with_lm_evals_prompts_and_refuse_bad_data() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     copy_mc_sample(&data);
+    let bbh = data.join("bbh");
+    std::fs::create_dir_all(&bbh).unwrap();
+    for f in std::fs::read_dir(sample("bbh_sample")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, bbh.join(f.file_name().unwrap())).unwrap();
+    }
     let model = tiny("qwen2-tiny");
     let out = dir.path().join("mmlu.jsonl");
     let args = [
@@ -1169,5 +1186,70 @@ fn mc_benchmarks_run_with_lm_evals_prompts_and_refuse_bad_data() {
             s(&dir.path().join("none")),
         ],
         &["hellaswag/validation.jsonl"],
+    );
+}
+
+#[test]
+fn bbh_runs_its_tasks_and_names_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny("qwen2-tiny");
+    let data = sample("bbh_sample");
+    let out = dir.path().join("bbh.jsonl");
+    let args = [
+        "eval",
+        "bbh",
+        s(&model),
+        "--data",
+        s(&data),
+        "--subtasks",
+        "navigate,word_sorting",
+        "--out",
+        s(&out),
+        "--json",
+    ];
+    let r = json_run(&args);
+    assert_eq!(
+        (r["task"].as_str(), r["n"].as_u64()),
+        (Some("bbh_cot_fewshot"), Some(2))
+    );
+    let ids: Vec<&str> = r["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["navigate/0", "word_sorting/0"]);
+    // Each logged answer is the filter's reading of the logged response.
+    for line in lines(&out) {
+        let rec: Value = serde_json::from_str(&line).unwrap();
+        let response = rec["response"].as_str().unwrap();
+        assert_eq!(
+            rec["answer"].as_str().unwrap(),
+            pocket_evals::bbh::answer(response)
+        );
+    }
+    let again = json_run(&args);
+    assert_eq!(again["metrics"], r["metrics"]);
+    assert_error(
+        &[
+            "eval",
+            "bbh",
+            s(&model),
+            "--data",
+            s(&data),
+            "--subtasks",
+            "navigation",
+        ],
+        &["navigation", "navigate"],
+    );
+    assert_error(
+        &[
+            "eval",
+            "bbh",
+            s(&model),
+            "--data",
+            s(&dir.path().join("none")),
+        ],
+        &["none", "fetch-eval-data.sh"],
     );
 }

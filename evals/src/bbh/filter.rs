@@ -1,12 +1,10 @@
-//! BIG-Bench Hard with chain of thought, as lm-eval 0.4.13's `bbh_cot_fewshot` scores it: the
+//! BBH's answer, as lm-eval 0.4.13's `bbh_cot_fewshot` scores it: the
 //! `get-answer` filter (`regex_pattern: "(?<=the answer is )(.*)(?=.)"`, then `take_first`)
 //! and `exact_match` without options. The `regex` crate has no look-around, so the pattern is a
 //! hand-written scan with `re`'s semantics: the text after the first "the answer is " that
 //! has at least one more character on its line, up to the line's last character (which the
 //! look-ahead leaves out), stripped; "[invalid]" when there is none. Checked against lm-eval's
 //! own `RegexFilter` on a committed corpus (`tests/bbh_exact.rs`).
-//!
-//! Not built yet: the 27 tasks' prompts and a `pocket eval bbh` command.
 
 use crate::gsm8k::filter::{ExactMatch, FALLBACK};
 use crate::ifeval::pytext;
