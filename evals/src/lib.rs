@@ -13,6 +13,7 @@ pub mod compare;
 pub mod custom;
 pub mod gsm8k;
 pub mod ifeval;
+pub mod jsonl;
 pub mod math;
 pub mod mc;
 pub mod ppl;

@@ -126,31 +126,18 @@ pub fn load(
             continue;
         }
         let path = dir.join(format!("{name}.jsonl"));
-        let text = std::fs::read_to_string(&path).map_err(|source| EvalError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut index = 0;
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() || limit.is_some_and(|n| index >= n) {
-                continue;
-            }
-            let sample: Sample = serde_json::from_str(line).map_err(|e| EvalError::Data {
-                path: path.clone(),
-                line: i + 1,
-                message: e.to_string(),
-            })?;
-            items.push(Item {
-                task: name.clone(),
-                index,
-                sample,
-                line: i + 1,
-            });
-            index += 1;
-        }
-        if index == 0 {
-            return Err(EvalError::Invalid(format!("{}: no items", path.display())));
-        }
+        let rows = crate::jsonl::read_rows::<Sample>(&path)?;
+        items.extend(
+            rows.into_iter()
+                .take(limit.unwrap_or(usize::MAX))
+                .enumerate()
+                .map(|(index, (line, sample))| Item {
+                    task: name.clone(),
+                    index,
+                    sample,
+                    line,
+                }),
+        );
     }
     Ok(items)
 }

@@ -10,8 +10,8 @@
 
 use super::McRequest;
 use crate::ifeval::pytext;
+use crate::jsonl::read_rows;
 use crate::EvalError;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -253,25 +253,6 @@ pub fn gpqa_request(doc: &GpqaDoc) -> McRequest {
     letters_request(context, &["(A)", "(B)", "(C)", "(D)"])
 }
 
-fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let row = serde_json::from_str(line).map_err(|e| data(path, i + 1, e.to_string()))?;
-        rows.push((i + 1, row));
-    }
-    if rows.is_empty() {
-        return Err(EvalError::Invalid(format!("{}: no items", path.display())));
-    }
-    Ok(rows)
-}
-
 fn data(path: &Path, line: usize, message: impl Into<String>) -> EvalError {
     EvalError::Data {
         path: path.to_owned(),
@@ -295,12 +276,12 @@ pub fn load(bench: Benchmark, data_dir: &Path) -> Result<Vec<BenchItem>, EvalErr
         Benchmark::Mmlu => {
             let dev_path = data_dir.join("mmlu/dev.jsonl");
             let mut shots: std::collections::HashMap<String, Vec<MmluDoc>> = Default::default();
-            for (line, d) in read_jsonl::<MmluDoc>(&dev_path)? {
+            for (line, d) in read_rows::<MmluDoc>(&dev_path)? {
                 check_mmlu(&d).map_err(|m| data(&dev_path, line, m))?;
                 shots.entry(d.subject.clone()).or_default().push(d);
             }
             let mut index: std::collections::HashMap<String, usize> = Default::default();
-            read_jsonl::<MmluDoc>(&path)?
+            read_rows::<MmluDoc>(&path)?
                 .into_iter()
                 .map(|(line, d)| {
                     check_mmlu(&d).map_err(|m| data(&path, line, m))?;
@@ -326,7 +307,7 @@ pub fn load(bench: Benchmark, data_dir: &Path) -> Result<Vec<BenchItem>, EvalErr
                 })
                 .collect()
         }
-        Benchmark::ArcChallenge => read_jsonl::<ArcDoc>(&path)?
+        Benchmark::ArcChallenge => read_rows::<ArcDoc>(&path)?
             .into_iter()
             .map(|(line, d)| {
                 if d.choices.text.len() != d.choices.label.len() || d.choices.text.is_empty() {
@@ -347,7 +328,7 @@ pub fn load(bench: Benchmark, data_dir: &Path) -> Result<Vec<BenchItem>, EvalErr
                 Ok(item(d.id.clone(), None, arc_request(&d), gold, line))
             })
             .collect(),
-        Benchmark::HellaSwag => read_jsonl::<HellaSwagDoc>(&path)?
+        Benchmark::HellaSwag => read_rows::<HellaSwagDoc>(&path)?
             .into_iter()
             .enumerate()
             .map(|(i, (line, d))| {
@@ -367,7 +348,7 @@ pub fn load(bench: Benchmark, data_dir: &Path) -> Result<Vec<BenchItem>, EvalErr
                 Ok(item(i.to_string(), None, hellaswag_request(&d), gold, line))
             })
             .collect(),
-        Benchmark::Gpqa => read_jsonl::<GpqaDoc>(&path)?
+        Benchmark::Gpqa => read_rows::<GpqaDoc>(&path)?
             .into_iter()
             .enumerate()
             .map(|(i, (line, d))| {
