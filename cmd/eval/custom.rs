@@ -17,8 +17,9 @@ use std::time::Instant;
 The task file (YAML, or JSON when it ends in .json) names the data (JSONL or CSV), a minijinja \
 prompt and target over a row's fields, few-shot rows, the answer extraction (first_line, whole, \
 regex, json_field, json, choices) and the metric (exact_match, accuracy, token_f1, json_fields), \
-with normalisation options and generation settings; docs/evals.md#custom-tasks has every field, \
-examples/ three worked tasks. Greedy decoding. Every template is checked against every row before \
+with normalisation options and generation settings (max_tokens, stop, and constrain: the answer \
+held to a JSON schema, a regex, a grammar or the labels while decoding); docs/evals.md#custom-tasks \
+has every field, examples/ the worked tasks. Greedy decoding. Every template is checked against every row before \
 the model loads: a wrong field is one error naming the file and line.
 
 Examples:
@@ -110,6 +111,11 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
 fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
     let rows: Vec<usize> = run.limit((0..task.rows.len()).collect());
     let (m, ctx) = open_model(model, run, task.spec.chat_template)?;
+    // A schema, regex or grammar the engine refuses fails here, before any generation.
+    if let Some(c) = task.constraint()? {
+        super::engine::compile_constraint(&m, &c)
+            .map_err(|e| anyhow::anyhow!("{}: `generation.constrain`: {e}", task.path.display()))?;
+    }
     let name = model_name(model);
     // A changed prompt, target or example count makes an old log refuse to resume.
     let identity = json!({
@@ -117,6 +123,7 @@ fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
         "prompt_template": task.spec.prompt, "target_template": task.spec.target,
         "fewshot": task.spec.fewshot,
         "chat_template": task.spec.chat_template,
+        "constrain": task.constraint()?,
     });
     let mut resume = Resume::open(run.out.as_deref(), obj(identity))?;
     let mut items = Vec::with_capacity(rows.len());

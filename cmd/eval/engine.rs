@@ -4,12 +4,13 @@
 
 use pocket::batch::{generate_text_queue, BatchItem};
 use pocket::chat_template::Message;
+use pocket::constrain::{Constraint, Guide};
 use pocket::generate::{generate_text_with, Assist, Control, StopAt};
 use pocket::loader::LoadedModel;
 use pocket::model::{Logits, State};
 use pocket::sampler::{Sampler, SamplerConfig};
 use pocket::speculate::{SpecStats, Speculator};
-use pocket_evals::{GenRequest, LogitModel, Prompt, TextGenerator, Tokenize};
+use pocket_evals::{AnswerConstraint, GenRequest, LogitModel, Prompt, TextGenerator, Tokenize};
 
 pub struct Engine<'m> {
     pub m: &'m LoadedModel,
@@ -183,14 +184,34 @@ impl Engine<'_> {
     }
 }
 
+/// A task's constraint compiled over the model's vocabulary.
+pub fn compile_constraint(m: &LoadedModel, c: &AnswerConstraint) -> Result<Guide, String> {
+    let c = match c {
+        AnswerConstraint::JsonSchema(s) => Constraint::json_schema(s.clone()),
+        AnswerConstraint::Regex(r) => Constraint::regex(r),
+        AnswerConstraint::Choices(labels) => Constraint::choices(labels.clone()),
+        AnswerConstraint::Grammar(g) => Constraint::grammar(g),
+    }
+    .map_err(|e| e.to_string())?;
+    m.grammars()
+        .and_then(|g| g.compile(&c))
+        .map_err(|e| e.to_string())
+}
+
 impl TextGenerator for Engine<'_> {
+    /// One answer at a time; under a constraint, each token is chosen among those it allows
+    /// (stop strings then do not apply: the constraint decides where the answer ends).
     fn generate(&mut self, request: &GenRequest) -> Result<String, String> {
         let ids = self.prompt_ids(request)?;
         self.state.cache.clear();
         let mut sampler = Sampler::new(sampler_config(request));
+        let mut guide = match &request.constraint {
+            Some(c) => Some(compile_constraint(self.m, c)?),
+            None => None,
+        };
         let stop = StopAt {
             ids: &self.m.stop_ids,
-            strings: &request.until,
+            strings: if guide.is_some() { &[] } else { &request.until },
             max_tokens: request.max_gen_toks,
         };
         let answer = generate_text_with(
@@ -200,9 +221,12 @@ impl TextGenerator for Engine<'_> {
             &ids,
             &mut sampler,
             &stop,
-            Assist {
-                speculate: self.speculate.as_mut(),
-                ..Assist::default()
+            match guide.as_mut() {
+                Some(g) => Assist::guided(Some(g)),
+                None => Assist {
+                    speculate: self.speculate.as_mut(),
+                    ..Assist::default()
+                },
             },
             |_| Control::Continue,
         )

@@ -142,7 +142,9 @@ pub(super) fn run_items(
         resume.append(&items[i].id, &items[i].fields, result)?;
         Ok(scores)
     };
-    if batch <= 1 {
+    // Constrained answers decode one at a time (the batch path has no token masks).
+    let constrained = items.iter().any(|it| it.request.constraint.is_some());
+    if batch <= 1 || constrained {
         for &i in &todo {
             let r = engine
                 .generate(&items[i].request)
@@ -244,6 +246,7 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
                 until: Vec::new(),
                 max_gen_toks: IFEVAL_MAX_GEN_TOKS,
                 sampling: None,
+                constraint: None,
             },
         })
         .collect();

@@ -91,6 +91,24 @@ pub struct GenRequest {
     pub until: Vec<String>,
     pub max_gen_toks: usize,
     pub sampling: Option<Sampling>,
+    /// The answer's shape, enforced while decoding (custom tasks' `generation.constrain`);
+    /// stop strings do not apply under it.
+    pub constraint: Option<AnswerConstraint>,
+}
+
+/// A constraint on a generated answer, as a task states it; the engine compiles it into a
+/// token mask (pocket's constrained decoding), so the answer parses whatever the model prefers.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerConstraint {
+    /// One JSON value valid under this schema.
+    JsonSchema(serde_json::Value),
+    /// Text matching the regular expression in full.
+    Regex(String),
+    /// Exactly one of the labels.
+    Choices(Vec<String>),
+    /// A grammar in llguidance's Lark dialect or GBNF.
+    Grammar(String),
 }
 
 /// Sampled decoding for one request (pass@k's samples); the seed makes it repeatable, also

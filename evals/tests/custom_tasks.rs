@@ -227,3 +227,65 @@ fn bad_task_files_and_rows_name_file_line_and_field() {
         "{e}"
     );
 }
+
+#[test]
+fn constraints_are_read_inline_from_files_and_checked() {
+    use pocket_evals::AnswerConstraint;
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "rows.jsonl", ROWS);
+    let base =
+        "name: t\ndata: rows.jsonl\nprompt: '{{ q }}'\ntarget: '{{ a }}'\nmetric: exact_match\n";
+    let load = |yaml: &str| {
+        let p = write(dir.path(), "t.yaml", yaml);
+        CustomTask::load(&p)
+    };
+    let constraint = |yaml: &str| load(yaml).unwrap().request(0).unwrap().constraint;
+    assert_eq!(constraint(base), None);
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+    write(dir.path(), "schema.json", &schema.to_string());
+    assert_eq!(
+        constraint(&format!(
+            "{base}generation:\n  constrain:\n    json_schema: schema.json\n"
+        )),
+        Some(AnswerConstraint::JsonSchema(schema.clone()))
+    );
+    assert_eq!(
+        constraint(&format!(
+            "{base}generation:\n  constrain:\n    json_schema: {{type: object, properties: {{n: {{type: integer}}}}}}\n"
+        )),
+        Some(AnswerConstraint::JsonSchema(schema))
+    );
+    assert_eq!(
+        constraint(&format!(
+            "{base}choices: [yes, no]\ngeneration:\n  constrain: choices\n"
+        )),
+        Some(AnswerConstraint::Choices(vec!["yes".into(), "no".into()]))
+    );
+    assert_eq!(
+        constraint(&format!(
+            "{base}generation:\n  constrain:\n    regex: '[0-9]+'\n"
+        )),
+        Some(AnswerConstraint::Regex("[0-9]+".into()))
+    );
+    let err = |yaml: &str| load(yaml).err().expect("an error").to_string();
+    let e = err(&format!("{base}generation:\n  constrain: choices\n"));
+    assert!(e.contains("t.yaml") && e.contains("needs `choices`"), "{e}");
+    let e = err(&format!(
+        "{base}generation:\n  constrain:\n    json_schema: nowhere.json\n"
+    ));
+    assert!(e.contains("nowhere.json"), "{e}");
+    write(dir.path(), "broken.json", "{\"type\": \n\"object\",,}");
+    let e = err(&format!(
+        "{base}generation:\n  constrain:\n    json_schema: broken.json\n"
+    ));
+    assert!(
+        e.contains("broken.json:2") && e.contains("JSON schema"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{base}generation:\n  constrain:\n    xml: '<a/>'\n"
+    ));
+    assert!(e.contains("t.yaml") && e.contains("`xml`"), "{e}");
+    let e = err(&format!("{base}generation:\n  constrain: [1]\n"));
+    assert!(e.contains("t.yaml") && e.contains("json_schema"), "{e}");
+}

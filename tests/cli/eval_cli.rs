@@ -977,6 +977,90 @@ fn custom_tasks_run_resume_compare_and_reject_bad_files() {
     );
 }
 
+/// `generation.constrain`: even a random tiny model's answers parse under a JSON schema and are
+/// one of the labels under `choices`; a constraint the engine refuses is one error line.
+#[test]
+fn custom_tasks_constrain_answers_to_a_schema_or_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny("qwen2-tiny");
+    let rows: String = (0..4)
+        .map(|i| format!("{{\"text\": \"message {i}\", \"n\": {i}, \"label\": \"yes\"}}\n"))
+        .collect();
+    std::fs::write(dir.path().join("rows.jsonl"), rows).unwrap();
+    std::fs::write(
+        dir.path().join("schema.json"),
+        r#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9},
+            "ok": {"type": "boolean"}}, "required": ["n", "ok"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let task = |name: &str, extra: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            format!("name: c\ndata: rows.jsonl\nprompt: '{{{{ text }}}}'\n{extra}"),
+        )
+        .unwrap();
+        p
+    };
+    let schema = task(
+        "schema.yaml",
+        "target: '{\"n\": {{ n }}}'\nextract: json\nmetric: json_fields\n\
+         generation:\n  max_tokens: 40\n  constrain:\n    json_schema: schema.json\n",
+    );
+    let r = json_run(&[
+        "eval",
+        "custom",
+        "--task",
+        s(&schema),
+        s(&model),
+        "--json",
+        "--out",
+        s(&dir.path().join("s.jsonl")),
+    ]);
+    assert_eq!(r["n"], 4);
+    for line in lines(&dir.path().join("s.jsonl")) {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let answer: Value = serde_json::from_str(v["response"].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        let o = answer.as_object().expect("an object");
+        assert_eq!(o.len(), 2, "{answer}");
+        assert!(
+            o["n"].as_i64().is_some_and(|n| (0..=9).contains(&n)),
+            "{answer}"
+        );
+        assert!(o["ok"].is_boolean(), "{answer}");
+    }
+    let labels = task(
+        "labels.yaml",
+        "target: '{{ label }}'\nchoices: [yes, no, maybe]\nextract: whole\nmetric: exact_match\n\
+         normalize:\n  lowercase: false\ngeneration:\n  constrain: choices\n",
+    );
+    let out = dir.path().join("l.jsonl");
+    json_run(&[
+        "eval",
+        "custom",
+        "--task",
+        s(&labels),
+        s(&model),
+        "--json",
+        "--out",
+        s(&out),
+    ]);
+    for line in lines(&out) {
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let r = v["response"].as_str().unwrap();
+        assert!(["yes", "no", "maybe"].contains(&r), "{line}");
+    }
+    let bad = task(
+        "bad.yaml",
+        "target: x\nmetric: exact_match\ngeneration:\n  constrain:\n    regex: '(['\n",
+    );
+    assert_error(
+        &["eval", "custom", "--task", s(&bad), s(&model)],
+        &["bad.yaml", "generation.constrain"],
+    );
+}
+
 #[test]
 fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
     let dir = tempfile::tempdir().unwrap();

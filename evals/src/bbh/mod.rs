@@ -87,6 +87,7 @@ impl TaskSpec {
             until: spec.until.clone(),
             max_gen_toks: spec.max_gen_toks,
             sampling: None,
+            constraint: None,
         }
     }
 }

@@ -113,6 +113,7 @@ impl CodeTask {
             until: self.until(),
             max_gen_toks: self.max_gen_toks(),
             sampling: None,
+            constraint: None,
         }
     }
 

@@ -9,10 +9,11 @@ pub mod rows;
 pub mod spec;
 
 use crate::results::ItemScores;
-use crate::{ChatMessage, EvalError, GenRequest, Prompt};
+use crate::{AnswerConstraint, ChatMessage, EvalError, GenRequest, Prompt};
 use minijinja::{Environment, UndefinedBehavior};
 use rows::Row;
 use serde_json::{json, Map, Value};
+use spec::Constrain;
 use spec::TaskSpec;
 use std::path::{Path, PathBuf};
 
@@ -182,7 +183,28 @@ impl CustomTask {
             until: self.spec.generation.stop.clone(),
             max_gen_toks: self.spec.generation.max_tokens,
             sampling: None,
+            constraint: self.constraint()?,
         })
+    }
+
+    /// `generation.constrain` as the engine takes it (a schema file already read).
+    pub fn constraint(&self) -> Result<Option<AnswerConstraint>, EvalError> {
+        let Some(c) = self.spec.generation.constrain.as_ref() else {
+            return Ok(None);
+        };
+        Ok(Some(match c {
+            Constrain::Choices => AnswerConstraint::Choices(self.spec.choices.clone()),
+            Constrain::JsonSchema(s) => AnswerConstraint::JsonSchema(s.clone()),
+            Constrain::JsonSchemaFile(f) => {
+                return Err(EvalError::Invalid(format!(
+                    "{}: the schema file {} was not read (load the task with TaskSpec::load)",
+                    self.path.display(),
+                    f.display()
+                )))
+            }
+            Constrain::Regex(r) => AnswerConstraint::Regex(r.clone()),
+            Constrain::Grammar(g) => AnswerConstraint::Grammar(g.clone()),
+        }))
     }
 
     /// An item's id: the row's `id` field if it has one, else its line in the data file.

@@ -154,9 +154,59 @@ impl Default for Normalize {
 pub struct Generation {
     #[serde(default = "default_max_tokens")]
     pub max_tokens: usize,
-    /// Stop strings (the model's end of turn always stops).
+    /// Stop strings (the model's end of turn always stops; they do not apply under
+    /// `constrain`, where the constraint decides where the answer ends).
     #[serde(default)]
     pub stop: Vec<String>,
+    /// The answer's shape, enforced while decoding: `choices` (the task's labels),
+    /// `{json_schema: SCHEMA or FILE.json}`, `{regex: PATTERN}` or `{grammar: LARK or GBNF}`.
+    #[serde(default, deserialize_with = "constrain_rule")]
+    pub constrain: Option<Constrain>,
+}
+
+/// `generation.constrain` as written; a schema file is read by [`TaskSpec::load`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Constrain {
+    /// The task's `choices`, exactly one of them.
+    Choices,
+    /// A JSON schema written inline.
+    JsonSchema(serde_json::Value),
+    /// A JSON schema in a file, relative to the task file (read at load).
+    JsonSchemaFile(PathBuf),
+    Regex(String),
+    Grammar(String),
+}
+
+fn constrain_rule<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Constrain>, D::Error> {
+    use serde::de::Error;
+    const HELP: &str =
+        "expected choices, {json_schema: SCHEMA or FILE}, {regex: PATTERN} or {grammar: TEXT}";
+    let v = serde_json::Value::deserialize(d)?;
+    let rule = match v {
+        serde_json::Value::Null => return Ok(None),
+        serde_json::Value::String(n) if n == "choices" => Constrain::Choices,
+        serde_json::Value::Object(m) if m.len() == 1 => {
+            let (k, v) = m.into_iter().next().unwrap_or_default();
+            match (k.as_str(), v) {
+                ("json_schema", serde_json::Value::String(file)) => {
+                    Constrain::JsonSchemaFile(file.into())
+                }
+                ("json_schema", schema @ serde_json::Value::Object(_)) => {
+                    Constrain::JsonSchema(schema)
+                }
+                ("json_schema", _) => {
+                    return Err(D::Error::custom(
+                        "`json_schema` takes a schema (a mapping) or a file name",
+                    ))
+                }
+                ("regex", serde_json::Value::String(r)) => Constrain::Regex(r),
+                ("grammar", serde_json::Value::String(g)) => Constrain::Grammar(g),
+                (other, _) => return Err(D::Error::custom(format!("`{other}`: {HELP}"))),
+            }
+        }
+        _ => return Err(D::Error::custom(HELP)),
+    };
+    Ok(Some(rule))
 }
 
 fn default_max_tokens() -> usize {
@@ -168,6 +218,7 @@ impl Default for Generation {
         Generation {
             max_tokens: default_max_tokens(),
             stop: Vec::new(),
+            constrain: None,
         }
     }
 }
@@ -199,6 +250,19 @@ impl TaskSpec {
         let dir = path.parent().unwrap_or(Path::new("."));
         spec.data = dir.join(&spec.data);
         spec.fewshot_data = spec.fewshot_data.map(|p| dir.join(p));
+        if let Some(Constrain::JsonSchemaFile(f)) = &spec.generation.constrain {
+            let file = dir.join(f);
+            let text = std::fs::read_to_string(&file).map_err(|source| EvalError::Io {
+                path: file.clone(),
+                source,
+            })?;
+            let schema = serde_json::from_str(&text).map_err(|e| EvalError::Data {
+                path: file.clone(),
+                line: e.line(),
+                message: format!("the JSON schema of `generation.constrain`: {e}"),
+            })?;
+            spec.generation.constrain = Some(Constrain::JsonSchema(schema));
+        }
         spec.check(path)?;
         Ok(spec)
     }
@@ -219,6 +283,9 @@ impl TaskSpec {
         }
         if self.metric == Metric::JsonFields && self.extract != Extract::Json {
             return Err(bad("`metric: json_fields` needs `extract: json`".into()));
+        }
+        if self.generation.constrain == Some(Constrain::Choices) && self.choices.is_empty() {
+            return Err(bad("`generation.constrain: choices` needs `choices`".into()));
         }
         if let Extract::Regex(r) = &self.extract {
             regex::Regex::new(r).map_err(|e| bad(format!("`extract.regex`: {e}")))?;

@@ -251,6 +251,7 @@ impl Task {
             until: self.def.until.clone(),
             max_gen_toks: self.def.max_gen_toks,
             sampling: None,
+            constraint: None,
         }
     }
 

@@ -47,6 +47,7 @@ pub fn request(problem: &str) -> Result<GenRequest, EvalError> {
         until: vec!["Problem:".into()],
         max_gen_toks: MAX_GEN_TOKS,
         sampling: None,
+        constraint: None,
     })
 }
 
