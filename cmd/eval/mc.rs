@@ -184,6 +184,9 @@ pub fn mc_run(a: &McArgs) -> Result<Done> {
     let (mut tokens_run, mut right) = (0usize, 0usize);
     let mut constrained_seconds = 0.0;
     let mut scored = Vec::with_capacity(items.len());
+    // The context the engine holds: the next question keeps the whole chunks it shares
+    // (MMLU's five examples per subject), bit for bit the same scores.
+    let mut held = Vec::new();
     for (i, it) in items.iter().enumerate() {
         let req = &it.request;
         let n = req.continuations.len();
@@ -197,8 +200,14 @@ pub fn mc_run(a: &McArgs) -> Result<Done> {
                 )
             }
             None => {
-                let s = mc::loglikelihoods(&mut engine, &tok, req, !a.no_shared_prefix)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", it.at))?;
+                let s = mc::loglikelihoods_after(
+                    &mut engine,
+                    &tok,
+                    req,
+                    !a.no_shared_prefix,
+                    &mut held,
+                )
+                .map_err(|e| anyhow::anyhow!("{}: {e}", it.at))?;
                 tokens_run += s.tokens_run;
                 (s.choices, true)
             }

@@ -1223,6 +1223,28 @@ fn mc_benchmarks_run_with_lm_evals_prompts_and_refuse_bad_data() {
         "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
     ));
     assert_eq!(context.matches("\nAnswer:").count(), 6, "{context}");
+    // Keeping the chunks a question shares with the one before (its subject's five examples)
+    // changes no bit of any score, only the tokens run.
+    let scratch_out = dir.path().join("mmlu-scratch.jsonl");
+    let mut scratch_args = args.to_vec();
+    let at = scratch_args.len() - 2;
+    scratch_args[at] = s(&scratch_out);
+    scratch_args.push("--no-shared-prefix");
+    let scratch = json_run(&scratch_args);
+    let lls = |p: &Path| -> Vec<Value> {
+        lines(p)
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["lls"].clone())
+            .collect()
+    };
+    assert_eq!(lls(&out), lls(&scratch_out));
+    let run_tokens = |r: &Value| r["details"]["tokens_run"].as_u64().unwrap();
+    assert!(
+        run_tokens(&r) * 2 < run_tokens(&scratch),
+        "{} vs {}",
+        run_tokens(&r),
+        run_tokens(&scratch)
+    );
     // A second run resumes every item and scores the same.
     let again = json_run(&args);
     assert_eq!(again["metrics"], r["metrics"]);

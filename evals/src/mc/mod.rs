@@ -165,6 +165,22 @@ pub fn loglikelihoods(
     req: &McRequest,
     share_prefix: bool,
 ) -> Result<Scored, EvalError> {
+    loglikelihoods_after(model, tok, req, share_prefix, &mut Vec::new())
+}
+
+/// [`loglikelihoods`] for a run of requests whose contexts share beginnings (MMLU's five
+/// examples of a subject): `held` is the context the model holds from the previous request
+/// (empty at first; this function keeps it), and the whole 64-token chunks of it that the new
+/// context begins with are kept instead of run again. Only whole chunks: they were computed
+/// from position 0 in the same chunks a fresh run would use, so every score is bit for bit the
+/// fresh run's. Without `share_prefix` nothing is kept.
+pub fn loglikelihoods_after(
+    model: &mut dyn LogitModel,
+    tok: &dyn Tokenize,
+    req: &McRequest,
+    share_prefix: bool,
+    held: &mut Vec<u32>,
+) -> Result<Scored, EvalError> {
     let mut tokens_run = 0;
     let mut choices = Vec::with_capacity(req.continuations.len());
     // (context ids, the row predicting the first continuation token) when shared.
@@ -208,12 +224,32 @@ pub fn loglikelihoods(
                 .map(|(_, row)| row.clone())
                 .unwrap_or_default()
         } else {
-            model.reset();
-            tokens_run += ctx.len();
-            let row = run(model, &ctx, ctx.len() - 1..ctx.len())?
+            // Whole chunks of the held context that this one starts with, leaving at least
+            // the last token to run (its logits predict the continuation).
+            let common = held
+                .iter()
+                .zip(&ctx)
+                .take_while(|(a, b)| a == b)
+                .count()
+                .min(ctx.len() - 1);
+            let keep = if share_prefix {
+                common / CHUNK * CHUNK
+            } else {
+                0
+            };
+            let kept = keep > 0 && model.rewind(keep);
+            held.clear();
+            if !kept {
+                model.reset();
+            }
+            let start = if kept { keep } else { 0 };
+            tokens_run += ctx.len() - start;
+            let rest = &ctx[start..];
+            let row = run(model, rest, rest.len() - 1..rest.len())?
                 .pop()
                 .ok_or_else(|| EvalError::Model("no logits for the context".into()))?;
             if share_prefix {
+                held.extend_from_slice(&ctx);
                 shared = Some((ctx.clone(), row.clone()));
             }
             row
