@@ -7,7 +7,9 @@ use anyhow::Result;
 use clap::Args;
 use pocket_evals::compare::{compare, RunFile};
 use pocket_evals::custom::CustomTask;
+use pocket_evals::stats::{paired_bootstrap_ci, PairedItem};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -45,12 +47,13 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
     a.run.start_threads()?;
     let task = CustomTask::load(&a.task)?;
     let Some(b) = &a.model_b else {
-        let done = run_custom(&task, &a.model, &a.run)?;
+        let (done, _) = run_custom(&task, &a.model, &a.run)?;
         done.print(a.run.json)?;
         return Ok(ExitCode::SUCCESS);
     };
     std::fs::create_dir_all(&a.work).map_err(|e| anyhow::anyhow!("{}: {e}", a.work.display()))?;
     let mut done = Vec::new();
+    let mut f1s = Vec::new();
     for (i, m) in [&a.model, b].into_iter().enumerate() {
         let file = format!(
             "custom.{}.{}.{}.jsonl",
@@ -78,7 +81,9 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
             m.display(),
             if i == 0 { "A" } else { "B" }
         );
-        done.push(run_custom(&task, m, &run)?);
+        let (d, f1) = run_custom(&task, m, &run)?;
+        done.push(d);
+        f1s.push(f1);
     }
     let files: Vec<RunFile> = done
         .iter()
@@ -91,12 +96,15 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
         })
         .collect();
     let c = compare(&files[0], &files[1])?;
+    let f1 = compare_f1(&f1s[0], &f1s[1]);
     if a.run.json {
         println!(
             "{}",
-            serde_json::to_string(
-                &json!({"runs": [&done[0].report, &done[1].report], "comparison": c})
-            )?
+            serde_json::to_string(&json!({
+                "runs": [&done[0].report, &done[1].report],
+                "comparison": c,
+                "token_f1": f1,
+            }))?
         );
     } else {
         for d in &done {
@@ -104,11 +112,36 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
         }
         println!();
         super::compare::print_text(&c, 10);
+        if let Some(f) = &f1 {
+            let pts = |k: &str| 100.0 * f[k].as_f64().unwrap_or(f64::NAN);
+            let ci = f["ci95"]
+                .as_array()
+                .map(|v| {
+                    format!(
+                        " [{:+.2}, {:+.2}]",
+                        100.0 * v[0].as_f64().unwrap_or(f64::NAN),
+                        100.0 * v[1].as_f64().unwrap_or(f64::NAN)
+                    )
+                })
+                .unwrap_or_default();
+            println!(
+                "\n  token_f1 (mean, {} paired items): A {:.2}, B {:.2}, B-A {:+.2} pts{ci} (95% paired bootstrap)",
+                f["items"],
+                pts("a"),
+                pts("b"),
+                pts("diff")
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
+/// A finished run and, for `token_f1`, each item's F1 by its id.
+fn run_custom(
+    task: &CustomTask,
+    model: &Path,
+    run: &RunOpts,
+) -> Result<(Done, BTreeMap<String, f64>)> {
     let rows: Vec<usize> = run.limit((0..task.rows.len()).collect());
     let (m, ctx) = open_model(model, run, task.spec.chat_template)?;
     // A schema, regex or grammar the engine refuses fails here, before any generation.
@@ -136,7 +169,7 @@ fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
     }
     let mut engine = super::engine::Engine::new(&m, ctx);
     let start = Instant::now();
-    let mut f1 = Vec::new();
+    let mut f1 = BTreeMap::new();
     let mut failure = None;
     let scored = run_items(
         &mut engine,
@@ -147,7 +180,9 @@ fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
         task.headline(),
         |k, response| match task.score(rows[k], response) {
             Ok(o) => {
-                f1.extend(o.f1);
+                if let Some(v) = o.f1 {
+                    f1.insert(id_text(&o.scores.id), v);
+                }
                 (o.scores, o.extra)
             }
             Err(e) => {
@@ -166,7 +201,7 @@ fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
     if let Some(e) = failure {
         return Err(e.into());
     }
-    let mean_f1 = (!f1.is_empty()).then(|| f1.iter().sum::<f64>() / f1.len() as f64);
+    let mean_f1 = (!f1.is_empty()).then(|| f1.values().sum::<f64>() / f1.len() as f64);
     let details = json!({
         "task_file": task.path,
         "data": task.spec.data,
@@ -202,10 +237,45 @@ fn run_custom(task: &CustomTask, model: &Path, run: &RunOpts) -> Result<Done> {
         "field_accuracy" => &["field_accuracy", "all_fields"],
         _ => &["exact_match"],
     };
-    Ok(Done {
-        report: r,
-        header,
-        order,
-        speed: speed(&engine, start),
-    })
+    Ok((
+        Done {
+            report: r,
+            header,
+            order,
+            speed: speed(&engine, start),
+        },
+        f1,
+    ))
+}
+
+fn id_text(id: &serde_json::Value) -> String {
+    match id {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Token F1 of two runs over their common items: the means, B − A and its paired 95 %
+/// bootstrap interval (the binary comparison above covers exact match only).
+fn compare_f1(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> Option<serde_json::Value> {
+    let pairs: Vec<PairedItem> = a
+        .iter()
+        .filter_map(|(id, &x)| {
+            b.get(id).map(|&y| PairedItem {
+                a: x,
+                b: y,
+                units: 1.0,
+            })
+        })
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let n = pairs.len() as f64;
+    let (ma, mb) = (
+        pairs.iter().map(|p| p.a).sum::<f64>() / n,
+        pairs.iter().map(|p| p.b).sum::<f64>() / n,
+    );
+    let ci = paired_bootstrap_ci(&pairs, 10_000, 0x5EED);
+    Some(json!({"items": pairs.len(), "a": ma, "b": mb, "diff": mb - ma, "ci95": ci}))
 }

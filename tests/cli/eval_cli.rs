@@ -987,6 +987,45 @@ fn custom_tasks_run_resume_compare_and_reject_bad_files() {
     );
 }
 
+/// Token F1 in the two-build comparison: the paired means equal each run's own mean.
+#[test]
+fn custom_token_f1_is_compared_between_two_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows: String = (0..5)
+        .map(|i| format!("{{\"q\": \"say hello {i}\", \"a\": \"hello there {i}\"}}\n"))
+        .collect();
+    std::fs::write(dir.path().join("rows.jsonl"), rows).unwrap();
+    let task = dir.path().join("f1.yaml");
+    std::fs::write(
+        &task,
+        "name: f1\ndata: rows.jsonl\nprompt: '{{ q }}'\ntarget: '{{ a }}'\nmetric: token_f1\n\
+         extract: whole\ngeneration:\n  max_tokens: 8\n",
+    )
+    .unwrap();
+    let r = json_run(&[
+        "eval",
+        "custom",
+        "--task",
+        s(&task),
+        s(&tiny("qwen2-tiny")),
+        "--model",
+        s(&tiny("llama-tiny")),
+        "--work",
+        s(&dir.path().join("work")),
+        "--json",
+    ]);
+    let f1 = &r["token_f1"];
+    assert_eq!(f1["items"], 5, "{r}");
+    for (k, run) in [("a", 0), ("b", 1)] {
+        let own = r["runs"][run]["details"]["token_f1"].as_f64().unwrap();
+        assert!((f1[k].as_f64().unwrap() - own).abs() < 1e-12, "{f1} {own}");
+    }
+    let diff = f1["b"].as_f64().unwrap() - f1["a"].as_f64().unwrap();
+    assert!((f1["diff"].as_f64().unwrap() - diff).abs() < 1e-12);
+    let ci = f1["ci95"].as_array().unwrap();
+    assert!(ci[0].as_f64().unwrap() <= diff + 1e-12 && diff - 1e-12 <= ci[1].as_f64().unwrap());
+}
+
 /// `generation.constrain`: even a random tiny model's answers parse under a JSON schema and are
 /// one of the labels under `choices`; a constraint the engine refuses is one error line.
 #[test]
