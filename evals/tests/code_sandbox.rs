@@ -4,15 +4,15 @@
 //! pass an honest completion after them.
 
 use pocket_evals::code::run_programs;
-use pocket_evals::code::sandbox::{Limits, Sandbox};
+use pocket_evals::code::sandbox::{Limits, Sandbox, Strength};
 use std::net::TcpListener;
 
-fn sandbox(timeout: f64) -> Sandbox {
+fn sandbox(timeout: f64, strength: Strength) -> Sandbox {
     let limits = Limits {
         timeout,
         ..Limits::default()
     };
-    let s = Sandbox::new(limits).expect("python3 runs here");
+    let s = Sandbox::with_strength(limits, strength).expect("python3 runs here");
     eprintln!("sandbox: {}", s.isolation());
     s
 }
@@ -29,6 +29,36 @@ fn indent(body: &str) -> String {
 
 #[test]
 fn hostile_completions_fail_alone_and_the_run_goes_on() {
+    hostile_run(Strength::Strongest, true);
+}
+
+/// The fallback of a machine without user namespaces: the socket guard in Python, Landlock, the
+/// limits and (as root) the `nobody` user contain the same completions, even one that reloads
+/// the socket module (Landlock refuses its TCP connect).
+#[test]
+fn without_namespaces_the_same_completions_fail_alone() {
+    let s = sandbox(1.0, Strength::WithoutNamespaces);
+    if !s.isolation().landlock.starts_with("landlock abi") {
+        eprintln!("skipped: no Landlock here ({})", s.isolation());
+        return;
+    }
+    hostile_run(Strength::WithoutNamespaces, true);
+}
+
+/// The weakest fallback (no namespaces, no Landlock): what still holds is the socket guard for
+/// Python's own socket functions, the limits, and as root the `nobody` user (no deleting our
+/// files, no signals to our processes). A program that reloads the socket module gets a
+/// connection there: docs/evals.md says so, and this run leaves that program out.
+#[test]
+fn without_namespaces_or_landlock_the_guard_and_limits_still_hold() {
+    hostile_run(Strength::WithoutNamespacesOrLandlock, false);
+}
+
+/// One hostile run at a time: each checks that no sandboxed process is left anywhere.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn hostile_run(strength: Strength, reload_socket: bool) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let canary_root = tempfile::tempdir().unwrap();
     let canary = canary_root.path().join("canary");
     std::fs::create_dir(&canary).unwrap();
@@ -63,9 +93,14 @@ fn hostile_completions_fail_alone_and_the_run_goes_on() {
         (
             "a socket connect to a loopback listener",
             format!(
-                "import importlib, socket\nimportlib.reload(socket)\n\
+                "import importlib, socket\n{}\
                  s = socket.create_connection(('127.0.0.1', {port}), timeout=1)\n\
-                 s.sendall(b'hello')\nreturn x * 2"
+                 s.sendall(b'hello')\nreturn x * 2",
+                if reload_socket {
+                    "importlib.reload(socket)\n"
+                } else {
+                    ""
+                }
             ),
         ),
         ("a 10 GB allocation", "b = bytearray(10 * 1024 ** 3)\nreturn x * 2".into()),
@@ -90,7 +125,7 @@ fn hostile_completions_fail_alone_and_the_run_goes_on() {
     ];
     let mut programs: Vec<String> = hostile.iter().map(|(_, body)| program(body)).collect();
     programs.push(program("return x * 2"));
-    let s = sandbox(1.0);
+    let s = sandbox(1.0, strength);
     let verdicts = run_programs(&s, &programs, 2, &|_| {}).unwrap();
     for ((name, _), v) in hostile.iter().zip(&verdicts) {
         eprintln!("{name}: {}", v.result);
@@ -98,10 +133,13 @@ fn hostile_completions_fail_alone_and_the_run_goes_on() {
     }
     let honest = verdicts.last().unwrap();
     assert!(honest.passed, "the honest completion: {}", honest.result);
-    assert_eq!(
-        std::fs::read_to_string(canary.join("keep.txt")).unwrap(),
-        "alive"
-    );
+    // Without namespaces or Landlock, only another user keeps our files safe.
+    if strength != Strength::WithoutNamespacesOrLandlock || s.isolation().user.is_some() {
+        assert_eq!(
+            std::fs::read_to_string(canary.join("keep.txt")).unwrap(),
+            "alive"
+        );
+    }
     match listener.accept() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("the listener saw a connection: {other:?}"),

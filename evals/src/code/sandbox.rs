@@ -112,6 +112,22 @@ pub struct Sandbox {
     launcher: Vec<String>,
     limits: Limits,
     isolation: Isolation,
+    /// Whether the driver applies Landlock (off only to test the fallback).
+    landlock: bool,
+}
+
+/// The strongest isolation a machine gives, or a weaker one on purpose: what a machine without
+/// user namespaces, or also without Landlock, gets, so tests can show what each fallback still
+/// contains.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strength {
+    #[default]
+    Strongest,
+    /// No namespaces: sockets refused in Python, Landlock where the kernel has it.
+    WithoutNamespaces,
+    /// No namespaces and no Landlock: the run-as-`nobody` user (as root), the limits and the
+    /// socket guard only.
+    WithoutNamespacesOrLandlock,
 }
 
 impl Sandbox {
@@ -120,6 +136,11 @@ impl Sandbox {
     /// /usr/local/bin, /usr/bin and /bin: the program's environment is cleared, so a venv or
     /// pyenv shim on the caller's PATH is not used unless named here).
     pub fn new(limits: Limits) -> Result<Sandbox, EvalError> {
+        Sandbox::with_strength(limits, Strength::Strongest)
+    }
+
+    /// [`Sandbox::new`], leaving out what `strength` leaves out.
+    pub fn with_strength(limits: Limits, strength: Strength) -> Result<Sandbox, EvalError> {
         let python = std::env::var("POCKET_PYTHON").unwrap_or_else(|_| "python3".into());
         let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
         let unshare: Vec<String> = ["unshare", "--user", "--net", "--pid", "--fork"]
@@ -148,6 +169,9 @@ impl Sandbox {
         }
         candidates.push((unshare, None, true));
         candidates.push((Vec::new(), None, false));
+        if strength != Strength::Strongest {
+            candidates.retain(|c| !c.2);
+        }
         let mut last = String::new();
         for (launcher, user, namespaces) in candidates {
             let mut sandbox = Sandbox {
@@ -160,6 +184,7 @@ impl Sandbox {
                     landlock: String::new(),
                     python: String::new(),
                 },
+                landlock: strength != Strength::WithoutNamespacesOrLandlock,
             };
             match sandbox.probe() {
                 Ok((landlock, version)) => {
@@ -210,6 +235,7 @@ impl Sandbox {
             "fsize": self.limits.file_size,
             "nproc": self.limits.processes,
             "sockets": self.isolation.namespaces,
+            "landlock": self.landlock,
         })
     }
 
