@@ -150,14 +150,17 @@ fn run_custom(
             .map_err(|e| anyhow::anyhow!("{}: `generation.constrain`: {e}", task.path.display()))?;
     }
     let name = model_name(model);
-    // A changed prompt, target or example count makes an old log refuse to resume.
-    let identity = json!({
+    // A changed prompt, target, example count or constraint makes an old log refuse to
+    // resume (an unconstrained task's identity is what it was before constraints existed).
+    let mut identity = json!({
         "task": format!("custom:{}", task.spec.name), "model": name,
         "prompt_template": task.spec.prompt, "target_template": task.spec.target,
         "fewshot": task.spec.fewshot,
         "chat_template": task.spec.chat_template,
-        "constrain": task.constraint()?,
     });
+    if let Some(c) = task.constraint()? {
+        identity["constrain"] = json!(c);
+    }
     let mut resume = Resume::open(run.out.as_deref(), obj(identity))?;
     let mut items = Vec::with_capacity(rows.len());
     for &i in &rows {
