@@ -5,7 +5,7 @@ use super::generation::{open_model, resumed_note, run_items, speed, Done, GenIte
 use super::{model_name, obj, report, Resume, RunOpts};
 use anyhow::Result;
 use clap::Args;
-use pocket_evals::compare::{compare, RunFile};
+use pocket_evals::compare::{compare, id_text, RunFile};
 use pocket_evals::custom::CustomTask;
 use pocket_evals::stats::{paired_bootstrap_ci, PairedItem};
 use serde_json::json;
@@ -249,13 +249,6 @@ fn run_custom(
         },
         f1,
     ))
-}
-
-fn id_text(id: &serde_json::Value) -> String {
-    match id {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// Token F1 of two runs over their common items: the means, B − A and its paired 95 %

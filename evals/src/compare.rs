@@ -155,7 +155,8 @@ pub struct Comparison {
     pub per_instruction: BTreeMap<String, BTreeMap<String, UnitGroup>>,
 }
 
-fn id_text(id: &Value) -> String {
+/// An item id as the text runs are paired by (a string as itself, anything else as JSON).
+pub fn id_text(id: &Value) -> String {
     match id {
         Value::String(s) => s.clone(),
         other => other.to_string(),
