@@ -33,8 +33,13 @@ alternating, --reps times each; it reports both decode speeds (medians), their r
 the token ids were identical, and what speculation proposed, kept and how many passes it took. \
 peak_rss_bytes then includes the draft model and its cache.
 
+With --batch B, each generation rep also decodes B sequences together (one row each per \
+step, as `pocket serve` batches its requests), right after the single-sequence rep; the figure \
+is all B sequences' tokens per second, and batch_ratio its median over tg's.
+
 Examples:
   pocket bench model.pocket
+  pocket bench model.gguf --pp 0 --depth 0 -n 64 --batch 16 --reps 9
   pocket bench model.pocket --pp 512 -n 128 --depth 4096 -t 2 --reps 5 --json
   pocket bench model.gguf --speculate lookup --prompts evals/data/speculative/copy.jsonl -n 256
   pocket bench model-q8.pocket --speculate draft --draft model-q4.pocket --prompts FILE")]
@@ -60,6 +65,11 @@ pub struct BenchArgs {
     /// CPUs is lowered to that count, with a note)
     #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
+    /// Also decode B sequences together (the server's batched step, one row per sequence,
+    /// each row's logits bit for bit its own step's), alternating with the single-sequence
+    /// test rep by rep; reports the aggregate tok/s and its ratio to one sequence (0: skip)
+    #[arg(long, value_name = "B", default_value_t = 0)]
+    pub batch: usize,
     /// Repetitions of each test
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
@@ -117,6 +127,12 @@ struct Report {
     pp: Option<Figure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tg: Option<Figure>,
+    /// `--batch B` sequences decoding together: tokens are all B sequences' steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tg_batch: Option<Figure>,
+    /// The batched aggregate's median tok/s over one sequence's (`tg`), same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_ratio: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tg_depth: Option<Figure>,
     /// The depth's prefill before `tg_depth` (chunks of 512, as a prompt runs): long-prompt
@@ -145,6 +161,9 @@ struct Report {
 /// prompt's activations stay bounded, as in `run`.
 const DEPTH_CHUNK: usize = 512;
 
+/// Most sequences `--batch` decodes together (the server's `--parallel` slots are as many).
+const MAX_BATCH: usize = 64;
+
 /// Prompt tokens of the time-to-first-token figure.
 const TTFT_PROMPT: usize = 10;
 
@@ -172,9 +191,32 @@ fn decode(model: &Model, state: &mut pocket::model::State, n: usize, seed: u64) 
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// Seconds for `n` steps of `b` sequences decoding together from empty caches
+/// ([`Model::step_each`], the server's decode step).
+fn decode_batch(model: &Model, b: usize, n: usize, rep: usize) -> Result<f64> {
+    let vocab = model.spec.vocab_size;
+    let ids: Vec<Vec<u32>> = (0..b)
+        .map(|i| tokens(n, vocab, 1000 + (rep * b + i) as u64))
+        .collect();
+    let mut states: Vec<pocket::model::State> = (0..b).map(|_| model.new_state(n)).collect();
+    let start = Instant::now();
+    for step in 0..n {
+        let mut refs: Vec<&mut pocket::model::State> = states.iter_mut().collect();
+        let toks: Vec<u32> = ids.iter().map(|v| v[step]).collect();
+        std::hint::black_box(model.step_each(&mut refs, &toks)?);
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
 pub fn main(args: BenchArgs) -> Result<ExitCode> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
+    }
+    if args.batch == 1 || args.batch > MAX_BATCH {
+        bail!(
+            "--batch must be 0 (skip) or 2 to {MAX_BATCH} sequences, not {}",
+            args.batch
+        );
     }
     crate::term::set_threads(args.threads)?;
     let start = Instant::now();
@@ -221,18 +263,35 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         None
     };
 
-    let tg = if args.gen > 0 {
-        let mut secs = Vec::new();
-        for rep in 0..args.reps {
-            let mut state = model.new_state(args.gen);
-            secs.push(decode(model, &mut state, args.gen, 2 + rep as u64)?);
-        }
-        let f = Figure::of(args.gen, None, &secs);
-        say(format!("tg{}: {:.1} tok/s", args.gen, f.tok_s_median));
-        Some(f)
+    let batch = if args.gen > 0 && args.batch > 1 {
+        Some(args.batch)
     } else {
         None
     };
+    let (mut secs, mut batch_secs) = (Vec::new(), Vec::new());
+    if args.gen > 0 {
+        for rep in 0..args.reps {
+            let mut state = model.new_state(args.gen);
+            secs.push(decode(model, &mut state, args.gen, 2 + rep as u64)?);
+            if let Some(b) = batch {
+                batch_secs.push(decode_batch(model, b, args.gen, rep)?);
+            }
+        }
+    }
+    let tg = (args.gen > 0).then(|| {
+        let f = Figure::of(args.gen, None, &secs);
+        say(format!("tg{}: {:.1} tok/s", args.gen, f.tok_s_median));
+        f
+    });
+    let tg_batch = batch.map(|b| Figure::of(args.gen * b, None, &batch_secs));
+    let batch_ratio = tg.as_ref().zip(tg_batch.as_ref()).map(|(one, all)| {
+        let r = all.tok_s_median / one.tok_s_median;
+        say(format!(
+            "tg{} x {} sequences: {:.1} tok/s, {r:.2}x one sequence",
+            args.gen, args.batch, all.tok_s_median
+        ));
+        r
+    });
 
     let mut kv_bytes = None;
     let mut pp_depth = None;
@@ -268,6 +327,8 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         model: args.model.display().to_string(),
         pp,
         tg,
+        tg_batch,
+        batch_ratio,
         tg_depth,
         pp_depth,
         load_s,

@@ -4,7 +4,9 @@
 //! Read beside transformers' `Qwen2DecoderLayer` / `Gemma3DecoderLayer.forward`.
 
 use super::linear::{Linear, Observer, Site};
-use super::rows::{add_rows, norm_rows, norm_rows_in_place, rows_per_task, ELEMS_PER_TASK};
+use super::rows::{
+    add_rows, norm_rows, norm_rows_in_place, on_pool, pool_rows, rows_per_task, ELEMS_PER_TASK,
+};
 use super::{Layer, Logits, Model, State};
 use crate::attention::{attend, Split};
 use crate::kernels::norm::rms_norm;
@@ -92,12 +94,16 @@ impl Model {
             see(li, Site::AttnIn, &xn);
             let [mut q, mut k, v] =
                 Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n, steps);
-            self.rotate_rows(layer, &mut q, &mut k, &pos);
-            let attn = self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v, steps);
+            let attn = if steps && n > 1 && runs.iter().all(|r| r.len() == 1) {
+                self.attend_steps(li, layer, states, &pos, &mut q, &mut k, &v)
+            } else {
+                self.rotate_rows(layer, &mut q, &mut k, &pos);
+                self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v, steps)
+            };
             see(li, Site::AttnOut, &attn);
             let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n, steps);
             norm_rows_in_place(self.config.cpu, &mut o, layer.attn_out_norm.as_deref(), eps);
-            add_rows(&mut x, &o);
+            add_rows(&mut x, &o, h);
 
             // MLP block (gated: SwiGLU, or GELU for Gemma).
             let xn = norm_rows(self.config.cpu, &x, &layer.mlp_norm, eps);
@@ -111,7 +117,7 @@ impl Model {
                 layer.mlp_out_norm.as_deref(),
                 eps,
             );
-            add_rows(&mut x, &down);
+            add_rows(&mut x, &down, h);
         }
 
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
@@ -334,6 +340,60 @@ impl Model {
         attn
     }
 
+    /// A batched decode step's attention (one row per sequence, each rounding as its own
+    /// step would): each row's q/k norm, RoPE, cache push and attention in one task on the
+    /// worker pool. Done row by row on the calling thread, the pushes (f16 conversion into
+    /// the tiled key layout) and RoPE left the pool's other workers waiting.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_steps(
+        &self,
+        li: usize,
+        layer: &Layer,
+        states: &mut [&mut State],
+        pos: &[usize],
+        q: &mut [f32],
+        k: &mut [f32],
+        v: &[f32],
+    ) -> Vec<f32> {
+        let s = &self.spec;
+        let (d, eps, cpu) = (s.head_dim, s.rms_norm_eps as f32, self.config.cpu);
+        let (q_row, kv_row) = (s.num_heads * d, s.num_kv_heads * d);
+        let mut attn = vec![0.0f32; pos.len() * q_row];
+        type Row<'a, 'b> = (
+            &'a mut &'b mut State,
+            &'a mut [f32],
+            &'a mut [f32],
+            &'a mut [f32],
+        );
+        let rows: Vec<std::sync::Mutex<Row>> = states
+            .iter_mut()
+            .zip(q.chunks_exact_mut(q_row))
+            .zip(k.chunks_exact_mut(kv_row))
+            .zip(attn.chunks_exact_mut(q_row))
+            .map(|(((st, qt), kt), out)| std::sync::Mutex::new((st, qt, kt, out)))
+            .collect();
+        crate::kernels::pool::global().run(rows.len(), &|b| {
+            let mut row = rows[b].lock().unwrap_or_else(|e| e.into_inner());
+            let (st, qt, kt, out) = &mut *row;
+            layer.qk_norm(cpu, qt, kt, d, eps);
+            self.rope_of(layer).apply_pair(qt, kt, d, pos[b]);
+            st.cache.push(li, kt, &v[b * kv_row..(b + 1) * kv_row]);
+            let kv = st.cache.layer(li);
+            attend(
+                cpu,
+                s,
+                qt,
+                &kv,
+                pos[b] + 1,
+                layer.window,
+                out,
+                Split::Inline,
+            );
+        });
+        drop(rows);
+        attn
+    }
+
     /// Per row (in parallel): Qwen3's and Gemma's q/k norm, then RoPE at the row's position.
     fn rotate_rows(&self, layer: &Layer, q: &mut [f32], k: &mut [f32], pos: &[usize]) {
         let s = &self.spec;
@@ -351,6 +411,13 @@ impl Model {
     /// `act(gate) · up` of `n` normed rows: down_proj's input.
     fn gate_up(&self, layer: &Layer, xn: &[f32], n: usize, steps: bool) -> Vec<f32> {
         let [mut gate, up] = Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n, steps);
+        if on_pool(n) {
+            let f = layer.gate_proj.weight.rows;
+            pool_rows(&mut gate, f, |i, g| {
+                self.gate_act(g, &up[i * f..(i + 1) * f])
+            });
+            return gate;
+        }
         gate.par_chunks_mut(ELEMS_PER_TASK)
             .zip(up.par_chunks(ELEMS_PER_TASK))
             .with_min_len(rows_per_task(ELEMS_PER_TASK))

@@ -2,7 +2,7 @@
 //! batches (`matmul`: prefill, perplexity, batched decoding), each on the kernel the matrix's
 //! storage takes.
 
-use super::bands::{band_rows, par_rows, rayon_bands};
+use super::bands::{band_rows, par_rows, rayon_bands, run_bands, Band};
 use super::{IntKernel, Matrix};
 use crate::kernels::dense::{self as dense_kernel, DenseMatrix};
 use crate::kernels::q4_packed::{self, PackedQ4};
@@ -300,14 +300,7 @@ impl Matrix {
     /// running the batched kernel over every token.
     fn matmul_int8_small(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
         let cpu = self.config.cpu;
-        let acts: Vec<QuantActs> = x
-            .chunks_exact(self.cols)
-            .map(|xt| {
-                let mut a = QuantActs::default();
-                a.quantize(cpu, xt, k.block(), k.chunk(cpu));
-                a
-            })
-            .collect();
+        let acts = quantize_tokens(cpu, x, self.cols, k.block(), k.chunk(cpu));
         self.pool_bands(n, y, k.align(), |first, count, part| {
             k.dot_rows_tokens(cpu, first, count, &acts, part)
         });
@@ -346,40 +339,23 @@ impl Matrix {
         {
             return false;
         }
-        let acts: Vec<QuantActs> = x
-            .chunks_exact(ms[0].cols)
-            .map(|xt| {
-                let mut a = QuantActs::default();
-                a.quantize(cpu, xt, ks[0].block(), ks[0].chunk(cpu));
-                a
-            })
-            .collect();
-        let pool = kernels::pool::global();
-        // (matrix, first row, rows) of every band, and the band's token-major output.
-        let mut bands: Vec<(usize, usize, usize)> = Vec::new();
+        let acts = quantize_tokens(cpu, x, ms[0].cols, ks[0].block(), ks[0].chunk(cpu));
+        let threads = kernels::pool::global().threads();
+        let mut bands: Vec<Band> = Vec::new();
         for (i, m) in ms.iter().enumerate() {
-            let band = band_rows(m.rows, m.cols * n, pool.threads(), ks[i].align());
+            let band = band_rows(m.rows, m.cols * n, threads, ks[i].align());
             for first in (0..m.rows).step_by(band) {
-                bands.push((i, first, band.min(m.rows - first)));
+                let count = band.min(m.rows - first);
+                bands.push(Band {
+                    matrix: i,
+                    first,
+                    count,
+                });
             }
         }
-        let parts: Vec<std::sync::Mutex<Vec<f32>>> = bands
-            .iter()
-            .map(|_| std::sync::Mutex::new(Vec::new()))
-            .collect();
-        pool.run(bands.len(), &|b| {
-            let (i, first, count) = bands[b];
-            let mut part = vec![0.0f32; n * count];
-            ks[i].dot_rows_tokens(cpu, first, count, &acts, &mut part);
-            *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
+        run_bands(&bands, n, ys, |b, part| {
+            ks[b.matrix].dot_rows_tokens(cpu, b.first, b.count, &acts, part)
         });
-        for (&(i, first, count), part) in bands.iter().zip(parts) {
-            let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
-            let rows = ms[i].rows;
-            for (t, r) in part.chunks_exact(count).enumerate() {
-                ys[i][t * rows + first..t * rows + first + count].copy_from_slice(r);
-            }
-        }
         true
     }
 
@@ -411,28 +387,47 @@ impl Matrix {
         align: usize,
         f: impl Fn(usize, usize, &mut [f32]) + Sync,
     ) {
-        let (rows, cols) = (self.rows, self.cols);
-        let pool = kernels::pool::global();
-        let band = band_rows(rows, cols * n, pool.threads(), align);
-        let bands = rows.div_ceil(band);
-        let parts: Vec<std::sync::Mutex<Vec<f32>>> = (0..bands)
-            .map(|_| std::sync::Mutex::new(Vec::new()))
+        let rows = self.rows;
+        let band = band_rows(
+            rows,
+            self.cols * n,
+            kernels::pool::global().threads(),
+            align,
+        );
+        let bands: Vec<Band> = (0..rows)
+            .step_by(band)
+            .map(|first| Band {
+                matrix: 0,
+                first,
+                count: band.min(rows - first),
+            })
             .collect();
-        pool.run(bands, &|b| {
-            let first = b * band;
-            let count = band.min(rows - first);
-            let mut part = vec![0.0f32; n * count];
-            f(first, count, &mut part);
-            *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
-        });
-        for (b, part) in parts.into_iter().enumerate() {
-            let part = part.into_inner().unwrap_or_else(|e| e.into_inner());
-            let (first, count) = (b * band, part.len() / n);
-            for (t, r) in part.chunks_exact(count).enumerate() {
-                y[t * rows + first..t * rows + first + count].copy_from_slice(r);
-            }
-        }
+        run_bands(&bands, n, &mut [y], |b, part| f(b.first, b.count, part));
     }
+}
+
+/// Each token's activations quantized for the int8 kernels, a token per task on the worker
+/// pool (on the calling thread alone this was most of what the pool's other workers waited on
+/// in a 16-token decode step).
+fn quantize_tokens(
+    cpu: kernels::Cpu,
+    x: &[f32],
+    cols: usize,
+    block: usize,
+    chunk: usize,
+) -> Vec<QuantActs> {
+    let slots: Vec<std::sync::Mutex<QuantActs>> = x
+        .chunks_exact(cols)
+        .map(|_| std::sync::Mutex::new(QuantActs::default()))
+        .collect();
+    kernels::pool::global().run(slots.len(), &|t| {
+        let mut a = slots[t].lock().unwrap_or_else(|e| e.into_inner());
+        a.quantize(cpu, &x[t * cols..(t + 1) * cols], block, chunk);
+    });
+    slots
+        .into_iter()
+        .map(|a| a.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect()
 }
 
 #[cfg(test)]
