@@ -150,8 +150,8 @@ fn run_custom(
             .map_err(|e| anyhow::anyhow!("{}: `generation.constrain`: {e}", task.path.display()))?;
     }
     let name = model_name(model);
-    // A changed prompt, target, example count or constraint makes an old log refuse to
-    // resume (an unconstrained task's identity is what it was before constraints existed).
+    // A changed prompt, target, example count, constraint or sampling makes an old log refuse
+    // to resume (a greedy, unconstrained task's identity is what it was before either existed).
     let mut identity = json!({
         "task": format!("custom:{}", task.spec.name), "model": name,
         "prompt_template": task.spec.prompt, "target_template": task.spec.target,
@@ -160,6 +160,12 @@ fn run_custom(
     });
     if let Some(c) = task.constraint()? {
         identity["constrain"] = json!(c);
+    }
+    let g = &task.spec.generation;
+    if g.temperature > 0.0 {
+        identity["sampling"] = json!({
+            "temperature": g.temperature, "top_p": g.top_p.unwrap_or(1.0), "seed": g.seed.unwrap_or(0),
+        });
     }
     let mut resume = Resume::open(run.out.as_deref(), obj(identity))?;
     let mut items = Vec::with_capacity(rows.len());

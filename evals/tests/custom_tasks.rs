@@ -289,3 +289,49 @@ fn constraints_are_read_inline_from_files_and_checked() {
     let e = err(&format!("{base}generation:\n  constrain: [1]\n"));
     assert!(e.contains("t.yaml") && e.contains("json_schema"), "{e}");
 }
+
+#[test]
+fn sampling_settings_are_per_item_repeatable_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "rows.jsonl", ROWS);
+    let base =
+        "name: t\ndata: rows.jsonl\nprompt: '{{ q }}'\ntarget: '{{ a }}'\nmetric: exact_match\n";
+    let load = |yaml: &str| {
+        let p = write(dir.path(), "t.yaml", yaml);
+        CustomTask::load(&p)
+    };
+    assert_eq!(load(base).unwrap().request(0).unwrap().sampling, None);
+    let task = load(&format!(
+        "{base}generation:\n  temperature: 0.7\n  top_p: 0.9\n  seed: 5\n"
+    ))
+    .unwrap();
+    let s0 = task.request(0).unwrap().sampling.expect("sampled");
+    let s1 = task.request(1).unwrap().sampling.expect("sampled");
+    assert_eq!((s0.temperature, s0.top_p), (0.7, 0.9));
+    assert_ne!(s0.seed, s1.seed, "each item draws its own numbers");
+    assert_eq!(
+        task.request(0).unwrap().sampling,
+        Some(s0),
+        "the same ones every time"
+    );
+    let other = load(&format!(
+        "{base}generation:\n  temperature: 0.7\n  seed: 6\n"
+    ))
+    .unwrap();
+    let o0 = other.request(0).unwrap().sampling.unwrap();
+    assert_ne!(o0.seed, s0.seed);
+    assert_eq!(o0.top_p, 1.0);
+    let err = |yaml: &str| load(yaml).err().expect("an error").to_string();
+    for (g, want) in [
+        ("temperature: -1", "`generation.temperature`"),
+        ("temperature: .nan", "`generation.temperature`"),
+        ("temperature: 1\n  top_p: 0", "`generation.top_p`"),
+        ("temperature: 1\n  top_p: 1.5", "`generation.top_p`"),
+        ("seed: 3", "need `temperature` above 0"),
+        ("top_p: 0.9", "need `temperature` above 0"),
+        ("temperature: hot", "temperature"),
+    ] {
+        let e = err(&format!("{base}generation:\n  {g}\n"));
+        assert!(e.contains("t.yaml") && e.contains(want), "{g}: {e}");
+    }
+}

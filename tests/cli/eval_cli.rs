@@ -1110,6 +1110,82 @@ fn custom_tasks_constrain_answers_to_a_schema_or_labels() {
     );
 }
 
+/// `generation.temperature/top_p/seed`: sampled answers repeat under the same seed (also when a
+/// run resumes), change with it, differ from greedy ones, and a resumed log refuses other
+/// sampling settings.
+#[test]
+fn custom_tasks_sample_repeatably_by_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny("qwen2-tiny");
+    let rows: String = (0..6)
+        .map(|i| format!("{{\"text\": \"message {i}\", \"label\": \"yes\"}}\n"))
+        .collect();
+    std::fs::write(dir.path().join("rows.jsonl"), rows).unwrap();
+    let task = |name: &str, generation: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "name: s\ndata: rows.jsonl\nprompt: '{{{{ text }}}}'\ntarget: '{{{{ label }}}}'\n\
+                 metric: exact_match\ngeneration:\n  max_tokens: 12\n{generation}"
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let responses = |task: &Path, out: &str, limit: &str| -> Vec<String> {
+        let out = dir.path().join(out);
+        json_run(&[
+            "eval",
+            "custom",
+            "--task",
+            s(task),
+            s(&model),
+            "--limit",
+            limit,
+            "--batch",
+            "1",
+            "--out",
+            s(&out),
+            "--json",
+        ]);
+        lines(&out)
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["response"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let seeded = |seed: u64| format!("  temperature: 1.0\n  top_p: 0.95\n  seed: {seed}\n");
+    let a = responses(&task("a.yaml", &seeded(1)), "a.jsonl", "6");
+    let again = responses(&task("a2.yaml", &seeded(1)), "a2.jsonl", "6");
+    assert_eq!(a, again, "the same seed draws the same answers");
+    let other = responses(&task("b.yaml", &seeded(2)), "b.jsonl", "6");
+    assert_ne!(a, other, "another seed draws other answers");
+    let greedy = responses(&task("g.yaml", ""), "g.jsonl", "6");
+    assert_ne!(a, greedy, "sampled answers are not the greedy ones");
+    // A run stopped after 3 items and resumed gives the same 6 answers.
+    let t = task("r.yaml", &seeded(1));
+    responses(&t, "r.jsonl", "3");
+    assert_eq!(responses(&t, "r.jsonl", "6"), a);
+    // The log of seed 1 refuses to resume under seed 2.
+    let t2 = task("r.yaml", &seeded(2));
+    let out = dir.path().join("r.jsonl");
+    assert_error(
+        &[
+            "eval",
+            "custom",
+            "--task",
+            s(&t2),
+            s(&model),
+            "--out",
+            s(&out),
+        ],
+        &["r.jsonl"],
+    );
+}
+
 #[test]
 fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ pub mod rows;
 pub mod spec;
 
 use crate::results::ItemScores;
-use crate::{AnswerConstraint, ChatMessage, EvalError, GenRequest, Prompt};
+use crate::{AnswerConstraint, ChatMessage, EvalError, GenRequest, Prompt, Sampling};
 use minijinja::{Environment, UndefinedBehavior};
 use rows::Row;
 use serde_json::{json, Map, Value};
@@ -182,8 +182,19 @@ impl CustomTask {
             prompt,
             until: self.spec.generation.stop.clone(),
             max_gen_toks: self.spec.generation.max_tokens,
-            sampling: None,
+            sampling: self.sampling(i),
             constraint: self.constraint()?,
+        })
+    }
+
+    /// Item `i`'s sampling (None: greedy): the task's seed mixed with the item's row, so each
+    /// item draws its own numbers and the same ones in any run.
+    pub fn sampling(&self, i: usize) -> Option<Sampling> {
+        let g = &self.spec.generation;
+        (g.temperature > 0.0).then(|| Sampling {
+            temperature: g.temperature,
+            top_p: g.top_p.unwrap_or(1.0),
+            seed: g.seed.unwrap_or(0) ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         })
     }
 

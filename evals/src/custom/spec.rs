@@ -162,6 +162,15 @@ pub struct Generation {
     /// `{json_schema: SCHEMA or FILE.json}`, `{regex: PATTERN}` or `{grammar: LARK or GBNF}`.
     #[serde(default, deserialize_with = "constrain_rule")]
     pub constrain: Option<Constrain>,
+    /// Sampling temperature: 0 (the default) decodes greedily; above 0 each answer is sampled,
+    /// with `top_p` (default 1) and `seed` (default 0). Item draws come from the seed and the
+    /// item's row, so an answer does not depend on `--limit`, the batch or a resume.
+    #[serde(default)]
+    pub temperature: f32,
+    #[serde(default)]
+    pub top_p: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<u64>,
 }
 
 /// `generation.constrain` as written; a schema file is read by [`TaskSpec::load`].
@@ -219,6 +228,9 @@ impl Default for Generation {
             max_tokens: default_max_tokens(),
             stop: Vec::new(),
             constrain: None,
+            temperature: 0.0,
+            top_p: None,
+            seed: None,
         }
     }
 }
@@ -283,6 +295,26 @@ impl TaskSpec {
         }
         if self.metric == Metric::JsonFields && self.extract != Extract::Json {
             return Err(bad("`metric: json_fields` needs `extract: json`".into()));
+        }
+        let g = &self.generation;
+        if !(g.temperature.is_finite() && (0.0..=100.0).contains(&g.temperature)) {
+            return Err(bad(format!(
+                "`generation.temperature` must be 0 (greedy) to 100, not {}",
+                g.temperature
+            )));
+        }
+        if let Some(p) = g.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(bad(format!(
+                    "`generation.top_p` must be above 0 and at most 1, not {p}"
+                )));
+            }
+        }
+        if g.temperature == 0.0 && (g.top_p.is_some() || g.seed.is_some()) {
+            return Err(bad(
+                "`generation.top_p` and `generation.seed` sample: they need `temperature` above 0"
+                    .into(),
+            ));
         }
         if self.generation.constrain == Some(Constrain::Choices) && self.choices.is_empty() {
             return Err(bad("`generation.constrain: choices` needs `choices`".into()));
