@@ -161,11 +161,8 @@ fn run_custom(
     if let Some(c) = task.constraint()? {
         identity["constrain"] = json!(c);
     }
-    let g = &task.spec.generation;
-    if g.temperature > 0.0 {
-        identity["sampling"] = json!({
-            "temperature": g.temperature, "top_p": g.top_p.unwrap_or(1.0), "seed": g.seed.unwrap_or(0),
-        });
+    if let Some((temperature, top_p, seed)) = task.spec.generation.sampling() {
+        identity["sampling"] = json!({"temperature": temperature, "top_p": top_p, "seed": seed});
     }
     let mut resume = Resume::open(run.out.as_deref(), obj(identity))?;
     let mut items = Vec::with_capacity(rows.len());

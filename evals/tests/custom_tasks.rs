@@ -6,7 +6,7 @@ use pocket_evals::custom::extract::{extract, normalize};
 use pocket_evals::custom::metric::{score, token_f1};
 use pocket_evals::custom::spec::{Extract, Metric, Normalize};
 use pocket_evals::custom::CustomTask;
-use pocket_evals::Prompt;
+use pocket_evals::{EvalError, Prompt};
 use serde_json::json;
 use std::path::Path;
 
@@ -228,17 +228,27 @@ fn bad_task_files_and_rows_name_file_line_and_field() {
     );
 }
 
+/// A directory with the sample rows, a minimal task's YAML for them (`base`, to extend), and a
+/// loader of a task file written there as `t.yaml`.
+fn yaml_task(
+    dir: &Path,
+) -> (
+    &'static str,
+    impl Fn(&str) -> Result<CustomTask, EvalError> + '_,
+) {
+    write(dir, "rows.jsonl", ROWS);
+    let base =
+        "name: t\ndata: rows.jsonl\nprompt: '{{ q }}'\ntarget: '{{ a }}'\nmetric: exact_match\n";
+    (base, move |yaml: &str| {
+        CustomTask::load(&write(dir, "t.yaml", yaml))
+    })
+}
+
 #[test]
 fn constraints_are_read_inline_from_files_and_checked() {
     use pocket_evals::AnswerConstraint;
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "rows.jsonl", ROWS);
-    let base =
-        "name: t\ndata: rows.jsonl\nprompt: '{{ q }}'\ntarget: '{{ a }}'\nmetric: exact_match\n";
-    let load = |yaml: &str| {
-        let p = write(dir.path(), "t.yaml", yaml);
-        CustomTask::load(&p)
-    };
+    let (base, load) = yaml_task(dir.path());
     let constraint = |yaml: &str| load(yaml).unwrap().request(0).unwrap().constraint;
     assert_eq!(constraint(base), None);
     let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
@@ -293,13 +303,7 @@ fn constraints_are_read_inline_from_files_and_checked() {
 #[test]
 fn sampling_settings_are_per_item_repeatable_and_checked() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "rows.jsonl", ROWS);
-    let base =
-        "name: t\ndata: rows.jsonl\nprompt: '{{ q }}'\ntarget: '{{ a }}'\nmetric: exact_match\n";
-    let load = |yaml: &str| {
-        let p = write(dir.path(), "t.yaml", yaml);
-        CustomTask::load(&p)
-    };
+    let (base, load) = yaml_task(dir.path());
     assert_eq!(load(base).unwrap().request(0).unwrap().sampling, None);
     let task = load(&format!(
         "{base}generation:\n  temperature: 0.7\n  top_p: 0.9\n  seed: 5\n"

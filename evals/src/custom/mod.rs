@@ -190,11 +190,11 @@ impl CustomTask {
     /// Item `i`'s sampling (None: greedy): the task's seed mixed with the item's row, so each
     /// item draws its own numbers and the same ones in any run.
     pub fn sampling(&self, i: usize) -> Option<Sampling> {
-        let g = &self.spec.generation;
-        (g.temperature > 0.0).then(|| Sampling {
-            temperature: g.temperature,
-            top_p: g.top_p.unwrap_or(1.0),
-            seed: g.seed.unwrap_or(0) ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        let (temperature, top_p, seed) = self.spec.generation.sampling()?;
+        Some(Sampling {
+            temperature,
+            top_p,
+            seed: seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         })
     }
 

@@ -222,6 +222,20 @@ fn default_max_tokens() -> usize {
     128
 }
 
+impl Generation {
+    /// `(temperature, top_p, seed)` with their defaults filled in when the task samples;
+    /// None when it decodes greedily.
+    pub fn sampling(&self) -> Option<(f32, f32, u64)> {
+        (self.temperature > 0.0).then(|| {
+            (
+                self.temperature,
+                self.top_p.unwrap_or(1.0),
+                self.seed.unwrap_or(0),
+            )
+        })
+    }
+}
+
 impl Default for Generation {
     fn default() -> Generation {
         Generation {
