@@ -17,6 +17,7 @@ pub mod attn;
 pub mod attn_q4;
 pub mod attn_q8;
 pub mod dense;
+pub mod exp_weights;
 pub mod f32_tile;
 pub mod gate;
 pub mod interleave;
