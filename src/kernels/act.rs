@@ -84,6 +84,8 @@ impl QuantActs {
         }
         #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         quantize_scalar(x, block, &mut self.q, &mut self.scale, &mut self.scaled_sum);
+        // A reused `QuantActs` (the batched matmul keeps them) must not keep an old layout.
+        self.perm.clear();
         if chunk > 0 {
             self.perm.resize(x.len(), 0);
             #[cfg(target_arch = "x86_64")]
