@@ -2,7 +2,7 @@
 //! one uniform number walked down the candidates from the most likely.
 //!
 //! The definition is a full sort (value highest first, equal values by lower id) followed by
-//! the filters; [`reference_draw`](tests) in the tests is that definition written plainly. The
+//! the filters; `reference_draw` in the tests is that definition written plainly. The
 //! whole vocabulary is never sorted here, though: a served answer samples every token, and
 //! sorting and exponentiating 49,152 logits took about 0.5 ms a token, 8 % of the machine's
 //! CPU under 16 clients. Only the candidates the walk can reach are sorted, band by band of
