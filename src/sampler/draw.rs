@@ -61,8 +61,9 @@ pub(super) fn draw(
         // min-p keeps the ids at least min_p times as likely as the best (whose weight is
         // exactly 1); only those are sorted, and every later sum is over them.
         // A value more than 0.001 below max + ln(min_p) weighs under min_p × e^-0.001, far
-        // beyond exp_neg's error, so only the values above that are computed.
-        let floor = max + c.min_p.ln() - 1e-3;
+        // beyond exp_neg's error, so only the values above that are computed. The margin
+        // grows with |max|: at a tiny temperature the values' own rounding is coarser.
+        let floor = max + c.min_p.ln() - (1e-3 + max.abs() * 1e-5);
         cand.retain(|&(_, l)| l >= floor && exp_neg(l - max) >= c.min_p);
         sort_candidates(cand, &mut buf.scratch);
         return filter_sorted(c, cand, u);
@@ -312,8 +313,8 @@ mod tests {
         ];
         let mut buf = Buffers::default();
         for n in [1usize, 2, 7, 31, 511, 513, 3001, 49_152] {
-            for shape in 0..4 {
-                // Narrow and wide spreads, many ties, and a vocabulary with a few outliers.
+            for shape in 0..5 {
+                // Narrow and wide spreads, many ties, a few outliers, and large values.
                 let cand: Vec<(u32, f32)> = (0..n as u32)
                     .map(|i| {
                         let r = rng.next_f64();
@@ -321,7 +322,9 @@ mod tests {
                             0 => (r - 0.5) * 4.0,
                             1 => (r - 0.5) * 80.0,
                             2 => ((r * 12.0).floor() - 6.0) * 1.5,
-                            _ => (r - 0.9) * 10.0 + if i % 997 == 3 { 15.0 } else { 0.0 },
+                            3 => (r - 0.9) * 10.0 + if i % 997 == 3 { 15.0 } else { 0.0 },
+                            // A tiny temperature: large values, coarsely rounded.
+                            _ => 3.0e5 + (r - 0.5) * 8.0,
                         };
                         (i, l as f32)
                     })
