@@ -23,10 +23,11 @@ pub fn fit_context(
     default: usize,
     quiet: bool,
 ) -> Result<usize> {
-    fit_context_slots(model, what, asked, default, quiet, 1)
+    fit_context_slots(model, what, asked, default, quiet, 1, 0)
 }
 
-/// [`fit_context`] for `slots` caches of the context each (a server's parallel slots).
+/// [`fit_context`] for `slots` caches of the context each (a server's parallel slots), with
+/// `reserved` bytes more set aside (a server's prompt cache).
 pub fn fit_context_slots(
     model: &Model,
     what: &str,
@@ -34,21 +35,23 @@ pub fn fit_context_slots(
     default: usize,
     quiet: bool,
     slots: usize,
+    reserved: usize,
 ) -> Result<usize> {
+    let headroom = HEADROOM + reserved;
     let slots = slots.max(1);
     let ctx = asked.unwrap_or(default);
     let Some((avail, source)) = available()? else {
         return Ok(ctx);
     };
     let kv = model.config.kv;
-    let need = slots * model.kv_bytes(ctx, kv) + HEADROOM;
+    let need = slots * model.kv_bytes(ctx, kv) + headroom;
     if need <= avail {
         return Ok(ctx);
     }
     let mb = |b: usize| b as f64 / 1e6;
     // The most positions (a multiple of 256) whose cache fits: the cache grows with the
     // context, so a binary search over it.
-    let budget = avail.saturating_sub(HEADROOM);
+    let budget = avail.saturating_sub(headroom);
     let (mut lo, mut hi) = (0usize, ctx / 256);
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
@@ -70,7 +73,7 @@ pub fn fit_context_slots(
             } else {
                 String::new()
             },
-            mb(HEADROOM),
+            mb(headroom),
             mb(avail),
             if matches!(
                 kv,

@@ -52,6 +52,11 @@ pub struct ServeArgs {
     /// Answers decoded at once (slots, each with its own KV cache of --ctx positions)
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub parallel: u32,
+    /// Megabytes of prompts' KV caches kept for later requests that start the same way (the
+    /// same system prompt and question from another client, a conversation whose slot was
+    /// taken meanwhile); least recently used leave first. 0 turns it off
+    #[arg(long, value_name = "MB", default_value_t = 64)]
+    pub prompt_cache: usize,
     /// Requests that may wait for a slot; beyond them a request gets 429 [default: 4 per slot]
     #[arg(long)]
     pub queue: Option<usize>,
@@ -154,6 +159,11 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         );
     }
     let slots = args.parallel as usize;
+    let prompt_cache = args
+        .prompt_cache
+        .checked_mul(1_000_000)
+        .filter(|_| args.prompt_cache <= 1 << 20)
+        .context("--prompt-cache: at most 1048576 MB")?;
     let max = m.model.spec.max_position_embeddings;
     if args.ctx.is_some_and(|c| c < 2) {
         bail!("--ctx must be at least 2");
@@ -165,6 +175,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         max.min(4096),
         false,
         slots,
+        prompt_cache,
     )?;
     if ctx < 2 {
         bail!("the slots' KV caches do not fit in memory: lower --parallel or --ctx");
@@ -180,6 +191,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         parallel: slots,
         queue: args.queue.unwrap_or(4 * slots),
         context: ctx,
+        prompt_cache,
         max_tokens_limit,
         max_body: args.max_body,
         read_timeout,

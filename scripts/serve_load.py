@@ -13,7 +13,7 @@ gives medians over rounds.
 Usage:
   python scripts/serve_load.py --pocket target/release/pocket --model GGUF
       [--clients 16] [--requests 20] [--max-tokens 64] [--parallel 16] [--rounds 2]
-      [--llamacpp VENV_PYTHON] [--json-out FILE]
+      [--prompt-cache MB] [--llamacpp VENV_PYTHON] [--json-out FILE]
 """
 import argparse
 import json
@@ -166,7 +166,10 @@ def measure(name, start, a, check_identity):
             load["mean_batch"] = d("pocket_batch_size_sum") / max(1.0, d("pocket_batch_size_count"))
             load["engine_prefill_s"] = d("pocket_engine_prefill_seconds_total")
             load["engine_decode_s"] = d("pocket_engine_decode_seconds_total")
+            load["prompt_cache_hits"] = d("pocket_prompt_cache_hits_total")
             extra = {"kv_budget_bytes": m.get("pocket_kv_cache_budget_bytes", 0),
+                     "prompt_cache_budget_bytes": m.get("pocket_prompt_cache_budget_bytes", 0),
+                     "prompt_cache_bytes": m.get("pocket_prompt_cache_bytes", 0),
                      "prefix_hit_ratio": m.get("pocket_prefix_cache_hit_ratio", 0),
                      "mean_batch": m.get("pocket_batch_size_sum", 0)
                      / max(1.0, m.get("pocket_batch_size_count", 1)),
@@ -187,12 +190,15 @@ def main():
     ap.add_argument("--parallel", type=int, default=16)
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--prompt-cache", type=int, help="pocket serve's --prompt-cache (MB)")
     ap.add_argument("--llamacpp", help="python of a venv with llama-cpp-python[server]")
     ap.add_argument("--json-out")
     a = ap.parse_args()
     model_bytes = os.path.getsize(a.model)
+    extra_args = [] if a.prompt_cache is None else ["--prompt-cache", str(a.prompt_cache)]
     engines = [("pocket", lambda: pocket_server(a.pocket, a.model, "--parallel",
-                                                str(a.parallel), "--ctx", str(a.ctx)))]
+                                                str(a.parallel), "--ctx", str(a.ctx),
+                                                *extra_args))]
     if a.llamacpp:
         engines.append(("llama.cpp", lambda: llamacpp_server(a.llamacpp, a.model, a.parallel,
                                                              a.ctx)))
@@ -230,12 +236,17 @@ def main():
               f"{med(lambda r: r['peak_rss']) / 1e6:.0f} |")
     for r in rows:
         if r["engine"] == "pocket":
-            budget = model_bytes + r["kv_budget_bytes"] + 200e6
+            # The KV budget: the slots' caches full, and the prompt cache's own budget.
+            kv = r["kv_budget_bytes"] + r["prompt_cache_budget_bytes"]
+            budget = model_bytes + kv + 200e6
             within = r["peak_rss"] <= budget
             print(f"pocket round {r['round']}: peak RSS {r['peak_rss'] / 1e6:.0f} MB, budget "
-                  f"(model {model_bytes / 1e6:.0f} + KV {r['kv_budget_bytes'] / 1e6:.0f} + 200) "
+                  f"(model {model_bytes / 1e6:.0f} + KV {r['kv_budget_bytes'] / 1e6:.0f} + "
+                  f"prompt cache {r['prompt_cache_budget_bytes'] / 1e6:.0f} + 200) "
                   f"{budget / 1e6:.0f} MB: {'within' if within else 'OVER'}; prefix hit ratio "
-                  f"{r['prefix_hit_ratio']:.2f}; under load: mean decode batch "
+                  f"{r['prefix_hit_ratio']:.2f} (prompt cache: {r['load']['prompt_cache_hits']:.0f} "
+                  f"requests under load, {r['prompt_cache_bytes'] / 1e6:.1f} MB held); "
+                  f"under load: mean decode batch "
                   f"{r['load']['mean_batch']:.1f}, engine busy {r['load']['engine_prefill_s']:.1f} s "
                   f"prefill + {r['load']['engine_decode_s']:.1f} s decode of "
                   f"{r['load']['wall_s']:.1f} s")

@@ -76,6 +76,8 @@ pub fn ring_slots(window: usize) -> usize {
     w + w.clamp(TILE, 256)
 }
 
+#[derive(Clone)]
+#[cfg_attr(test, derive(PartialEq))]
 pub struct KvCache {
     layers: Vec<Vec<HeadCache>>,
     /// Per layer: the ring's slots (a sliding-window layer) and its window, or `None`.
@@ -90,6 +92,8 @@ pub struct KvCache {
     precision: KvPrecision,
 }
 
+#[derive(Clone)]
+#[cfg_attr(test, derive(PartialEq))]
 enum HeadCache {
     F32 {
         k: Vec<f32>,
@@ -112,6 +116,127 @@ enum HeadCache {
         v: Vec<u8>,
         vs: Vec<f16>,
     },
+}
+
+/// Element counts of a prefix of positions in a head's vectors ([`KvCache::lens`]).
+#[derive(Clone, Copy)]
+struct Lens {
+    keys: usize,
+    values: usize,
+    scales: usize,
+}
+
+impl Lens {
+    const NONE: Lens = Lens {
+        keys: 0,
+        values: 0,
+        scales: 0,
+    };
+}
+
+impl HeadCache {
+    fn empty(&self) -> HeadCache {
+        match self {
+            HeadCache::F32 { .. } => HeadCache::F32 {
+                k: Vec::new(),
+                v: Vec::new(),
+            },
+            HeadCache::F16 { .. } => HeadCache::F16 {
+                k: Vec::new(),
+                v: Vec::new(),
+            },
+            HeadCache::Q8 { .. } => HeadCache::Q8 {
+                k: Vec::new(),
+                ks: Vec::new(),
+                v: Vec::new(),
+                vs: Vec::new(),
+            },
+            HeadCache::Q4 { .. } => HeadCache::Q4 {
+                k: Vec::new(),
+                ks: Vec::new(),
+                v: Vec::new(),
+                vs: Vec::new(),
+            },
+        }
+    }
+
+    /// Keeps the first `l` elements' worth of positions.
+    fn keep(&mut self, l: Lens) {
+        match self {
+            HeadCache::F32 { k, v } => {
+                k.truncate(l.keys);
+                v.truncate(l.values);
+            }
+            HeadCache::F16 { k, v } => {
+                k.truncate(l.keys);
+                v.truncate(l.values);
+            }
+            HeadCache::Q8 { k, ks, v, vs } => {
+                // Values are tiled like keys.
+                k.truncate(l.keys);
+                v.truncate(l.keys);
+                ks.truncate(l.scales);
+                vs.truncate(l.scales);
+            }
+            HeadCache::Q4 { k, ks, v, vs } => {
+                k.truncate(l.keys / 2);
+                v.truncate(l.keys / 2);
+                ks.truncate(l.scales);
+                vs.truncate(l.scales);
+            }
+        }
+    }
+
+    /// Appends `src`'s first `l` elements' worth (this head empty, `src` of the same kind).
+    fn extend(&mut self, src: &HeadCache, l: Lens) {
+        fn put<T: Copy>(to: &mut Vec<T>, from: &[T], n: usize) {
+            to.extend_from_slice(&from[..n.min(from.len())]);
+        }
+        match (self, src) {
+            (HeadCache::F32 { k, v }, HeadCache::F32 { k: sk, v: sv }) => {
+                put(k, sk, l.keys);
+                put(v, sv, l.values);
+            }
+            (HeadCache::F16 { k, v }, HeadCache::F16 { k: sk, v: sv }) => {
+                put(k, sk, l.keys);
+                put(v, sv, l.values);
+            }
+            (
+                HeadCache::Q8 { k, ks, v, vs },
+                HeadCache::Q8 {
+                    k: sk,
+                    ks: sks,
+                    v: sv,
+                    vs: svs,
+                },
+            ) => {
+                put(k, sk, l.keys);
+                put(v, sv, l.keys);
+                put(ks, sks, l.scales);
+                put(vs, svs, l.scales);
+            }
+            (
+                HeadCache::Q4 { k, ks, v, vs },
+                HeadCache::Q4 {
+                    k: sk,
+                    ks: sks,
+                    v: sv,
+                    vs: svs,
+                },
+            ) => {
+                put(k, sk, l.keys / 2);
+                put(v, sv, l.keys / 2);
+                put(ks, sks, l.scales);
+                put(vs, svs, l.scales);
+            }
+            _ => unreachable!("caches of one model share their precision"),
+        }
+    }
+
+    fn extended(mut self, src: &HeadCache, l: Lens) -> HeadCache {
+        self.extend(src, l);
+        self
+    }
 }
 
 /// One layer's cache, as the attention kernels read it.
@@ -458,39 +583,14 @@ impl KvCache {
             Some((slots, w)) => len <= slots || n + 1 + slots >= len + w,
         };
         let n = if self.rings.iter().all(keeps) { n } else { 0 };
-        let (d, nb) = (self.head_dim, self.head_dim / self.block);
-        for (ring, heads) in self.rings.iter().zip(self.layers.iter_mut()) {
+        for l in 0..self.layers.len() {
             // A ring that has wrapped keeps its slots; later pushes overwrite them in order.
-            let kept = match *ring {
+            let kept = match self.rings[l] {
                 Some((slots, _)) if len > slots && n > 0 => continue,
                 _ => n,
             };
-            let (kl, vl) = (kept.div_ceil(TILE) * TILE * d, kept * d);
-            for hc in heads.iter_mut() {
-                match hc {
-                    HeadCache::F32 { k, v } => {
-                        k.truncate(kl);
-                        v.truncate(vl);
-                    }
-                    HeadCache::F16 { k, v } => {
-                        k.truncate(kl);
-                        v.truncate(vl);
-                    }
-                    HeadCache::Q8 { k, ks, v, vs } => {
-                        // Values are tiled like keys.
-                        k.truncate(kl);
-                        v.truncate(kl);
-                        ks.truncate(kl / d * nb);
-                        vs.truncate(kl / d * nb);
-                    }
-                    HeadCache::Q4 { k, ks, v, vs } => {
-                        k.truncate(kl / 2);
-                        v.truncate(kl / 2);
-                        ks.truncate(kl / d * nb);
-                        vs.truncate(kl / d * nb);
-                    }
-                }
-            }
+            let lens = self.lens(kept);
+            self.layers[l].iter_mut().for_each(|hc| hc.keep(lens));
         }
         self.layer_len.iter_mut().for_each(|l| *l = n);
         self.len = n;
@@ -499,6 +599,76 @@ impl KvCache {
 
     pub fn clear(&mut self) {
         self.truncate(0);
+    }
+
+    /// The elements the first `n` positions take in each of a head's vectors: keys in whole
+    /// tiles, values (int8 and 4-bit: tiled like keys), and scales.
+    fn lens(&self, n: usize) -> Lens {
+        let (d, nb) = (self.head_dim, self.head_dim / self.block);
+        let keys = n.div_ceil(TILE) * TILE * d;
+        Lens {
+            keys,
+            values: n * d,
+            scales: keys / d * nb,
+        }
+    }
+
+    /// Whether every position below `len` is still where a prefix copy reads it: no ring has
+    /// wrapped.
+    fn unwrapped(&self) -> bool {
+        self.rings
+            .iter()
+            .all(|r| r.is_none_or(|(slots, _)| self.len <= slots))
+    }
+
+    /// A copy of the first `n` positions (a prompt cache's entry), in as little memory as they
+    /// take; `None` when fewer are stored or a ring has wrapped.
+    pub fn prefix(&self, n: usize) -> Option<KvCache> {
+        if n > self.len || !self.unwrapped() {
+            return None;
+        }
+        let mut c = KvCache {
+            layers: Vec::with_capacity(self.layers.len()),
+            rings: self.rings.clone(),
+            layer_len: vec![n; self.layers.len()],
+            len: n,
+            ..*self
+        };
+        let lens = self.lens(n);
+        for heads in &self.layers {
+            c.layers
+                .push(heads.iter().map(|h| h.empty().extended(h, lens)).collect());
+        }
+        Some(c)
+    }
+
+    /// Replaces this cache's positions with the first `n` of `src` (a cache of the same model
+    /// and settings) and returns whether it did: the same bytes a run of those tokens pushed,
+    /// so what follows computes as if this cache had run them. The vectors keep their memory.
+    pub fn assign_prefix(&mut self, src: &KvCache, n: usize) -> bool {
+        let same = self.head_dim == src.head_dim
+            && self.block == src.block
+            && self.precision == src.precision
+            && self.rings == src.rings
+            && self.layers.len() == src.layers.len()
+            && self
+                .layers
+                .iter()
+                .zip(&src.layers)
+                .all(|(a, b)| a.len() == b.len());
+        if !same || n > src.len || n > self.capacity || !src.unwrapped() {
+            return false;
+        }
+        let lens = self.lens(n);
+        for (heads, from) in self.layers.iter_mut().zip(&src.layers) {
+            for (h, f) in heads.iter_mut().zip(from) {
+                h.keep(Lens::NONE);
+                h.extend(f, lens);
+            }
+        }
+        self.layer_len.iter_mut().for_each(|l| *l = n);
+        self.len = n;
+        true
     }
 }
 

@@ -57,6 +57,8 @@ pub struct Options {
     pub queue: usize,
     /// KV positions per slot.
     pub context: usize,
+    /// Bytes of prompts' keys and values kept for later requests that start alike (0: none).
+    pub prompt_cache: usize,
     pub max_tokens_limit: usize,
     pub max_body: usize,
     pub read_timeout: Duration,
@@ -82,6 +84,7 @@ pub fn run(model: Arc<LoadedModel>, opts: Options) -> Result<(), ServeError> {
             slots: opts.parallel,
             context: opts.context,
             queue: opts.queue,
+            prompt_cache: opts.prompt_cache,
         },
     )?;
     engine.set_step_delay(opts.step_delay);

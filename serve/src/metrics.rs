@@ -175,7 +175,7 @@ impl Metrics {
         one(
             "pocket_prompt_tokens_cached_total",
             "counter",
-            "Prompt tokens found in a slot's KV cache (prefix reuse).",
+            "Prompt tokens found in a slot's KV cache or the prompt cache (prefix reuse).",
             s.cached_tokens.to_string(),
         );
         let ratio = if s.prompt_tokens == 0 {
@@ -194,6 +194,30 @@ impl Metrics {
             "counter",
             "Requests that reused a cached prefix.",
             s.jobs_with_reuse.to_string(),
+        );
+        one(
+            "pocket_prompt_cache_hits_total",
+            "counter",
+            "Requests whose prefix was copied from the prompt cache (no free slot held it).",
+            s.prompt_cache_hits.to_string(),
+        );
+        one(
+            "pocket_prompt_cache_entries",
+            "gauge",
+            "Prompts the prompt cache holds now.",
+            s.prompt_cache_entries.to_string(),
+        );
+        one(
+            "pocket_prompt_cache_bytes",
+            "gauge",
+            "Bytes of keys and values the prompt cache holds now.",
+            s.prompt_cache_bytes.to_string(),
+        );
+        one(
+            "pocket_prompt_cache_budget_bytes",
+            "gauge",
+            "The most bytes the prompt cache may hold (--prompt-cache).",
+            s.prompt_cache_budget.to_string(),
         );
         one(
             "pocket_generation_tokens_total",

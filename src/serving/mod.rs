@@ -12,6 +12,10 @@
 //! - **Prefix reuse by slot affinity.** A slot's KV cache outlives its request; a new request
 //!   takes the free slot whose cache shares the longest prefix with its prompt (a chat that
 //!   resends its conversation finds its own slot) and runs only the rest.
+//! - **A prompt cache** (`prompt_cache`) keeps each prompt's keys and values within a byte
+//!   budget after its slot moves on; a request starting with a kept prompt copies them in
+//!   when no free slot holds as long a prefix (another client's same question, a
+//!   conversation whose slot was taken meanwhile).
 //! - **Bounded.** At most `slots + queue` jobs are in the engine; more are refused at
 //!   [`submit`](Engine::submit) (a server's 429). The KV memory is `slots` caches of `context`
 //!   positions.
@@ -25,6 +29,7 @@
 
 mod decoding;
 pub mod logprobs;
+mod prompt_cache;
 mod worker;
 
 use crate::constrain::Guide;
@@ -45,6 +50,9 @@ pub struct Capacity {
     pub context: usize,
     /// Jobs that may wait for a slot; more are refused.
     pub queue: usize,
+    /// Bytes of prompts' keys and values kept beyond their slots for later requests that
+    /// start the same way (`prompt_cache`; 0: none).
+    pub prompt_cache: usize,
 }
 
 /// One request for an answer.
@@ -147,6 +155,12 @@ pub struct Snapshot {
     /// Prompt tokens found in a slot's cache (prefix reuse).
     pub cached_tokens: u64,
     pub jobs_with_reuse: u64,
+    /// Of those, the jobs whose prefix came from the prompt cache rather than their slot.
+    pub prompt_cache_hits: u64,
+    /// The prompt cache's entries and their bytes now, and its budget.
+    pub prompt_cache_entries: usize,
+    pub prompt_cache_bytes: usize,
+    pub prompt_cache_budget: usize,
     pub generated_tokens: u64,
     pub decode_steps: u64,
     /// Rows over all decode steps (÷ steps: the mean batch).
@@ -174,6 +188,9 @@ struct Stats {
     prompt_tokens: AtomicU64,
     cached_tokens: AtomicU64,
     jobs_with_reuse: AtomicU64,
+    prompt_cache_hits: AtomicU64,
+    prompt_cache_entries: AtomicUsize,
+    prompt_cache_bytes: AtomicUsize,
     generated_tokens: AtomicU64,
     decode_steps: AtomicU64,
     decode_rows: AtomicU64,
@@ -337,6 +354,10 @@ impl Engine {
             prompt_tokens: get(&s.prompt_tokens),
             cached_tokens: get(&s.cached_tokens),
             jobs_with_reuse: get(&s.jobs_with_reuse),
+            prompt_cache_hits: get(&s.prompt_cache_hits),
+            prompt_cache_entries: s.prompt_cache_entries.load(Ordering::Relaxed),
+            prompt_cache_bytes: s.prompt_cache_bytes.load(Ordering::Relaxed),
+            prompt_cache_budget: self.capacity.prompt_cache,
             generated_tokens: get(&s.generated_tokens),
             decode_steps: get(&s.decode_steps),
             decode_rows: get(&s.decode_rows),

@@ -5,6 +5,7 @@
 
 use super::decoding::{Decoding, Next, Taken};
 use super::logprobs::{forced, logprob_of, TokenLogprob};
+use super::prompt_cache::PromptCache;
 use super::{add, Capacity, Event, Failure, Finished, Job, Msg, Shared, BATCH_BUCKETS};
 use crate::generate::{FinishReason, PREFILL_CHUNK};
 use crate::loader::LoadedModel;
@@ -71,11 +72,12 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
     let mut cancel_all = false;
     let mut order = 0u64;
     let mut tick = 0u64;
+    let mut kept = PromptCache::new(cap.prompt_cache);
     loop {
         tick += 1;
         let idle = waiting.is_empty() && slots.iter().all(|s| s.live.is_none());
         if idle {
-            publish(shared, &slots);
+            publish(shared, &slots, &kept);
             if stopping {
                 // A job that raced the shutdown into the channel still gets its answer.
                 while let Ok(msg) = rx.try_recv() {
@@ -122,14 +124,14 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
             slot.live = None;
             slot.used = tick;
         }
-        admit(m, shared, &mut slots, &mut waiting, &mut order);
+        admit(m, shared, &mut slots, &mut kept, &mut waiting, &mut order);
         let t = Instant::now();
-        run_prompts(m, shared, &mut slots, tick);
+        run_prompts(m, shared, &mut slots, &mut kept, tick);
         let u = Instant::now();
         run_steps(m, shared, &mut slots, tick);
         add(&shared.stats.prefill_us, (u - t).as_micros() as u64);
         add(&shared.stats.decode_us, u.elapsed().as_micros() as u64);
-        publish(shared, &slots);
+        publish(shared, &slots, &kept);
         let delay = shared.step_delay_us.load(Ordering::Relaxed);
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
@@ -168,22 +170,27 @@ fn end_job(
 }
 
 /// The gauge the counters do not keep: the slots' KV cache bytes.
-fn publish(shared: &Shared, slots: &[Slot]) {
+fn publish(shared: &Shared, slots: &[Slot], kept: &PromptCache) {
+    let st = &shared.stats;
+    st.prompt_cache_entries.store(kept.len(), Ordering::Relaxed);
+    st.prompt_cache_bytes.store(kept.bytes(), Ordering::Relaxed);
     let kv: usize = slots.iter().map(|s| s.state.cache.bytes()).sum();
     shared.stats.kv_bytes.store(kv, Ordering::Relaxed);
 }
 
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+pub(super) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Gives free slots to waiting jobs in order: each takes the free slot whose cache shares the
-/// longest prefix with its prompt (ties: the one idle longest), keeps that prefix, and is set
-/// to run the rest of its prompt.
+/// longest prefix with its prompt (ties: the one idle longest) and keeps that prefix, or, when
+/// the prompt cache holds a longer one, the free slot with the least to lose and the cache's
+/// copy; then it is set to run the rest of its prompt.
 fn admit<'m>(
     m: &'m LoadedModel,
     shared: &Shared,
     slots: &mut [Slot<'m>],
+    kept: &mut PromptCache,
     waiting: &mut VecDeque<(Box<Job>, Instant)>,
     order: &mut u64,
 ) {
@@ -202,16 +209,37 @@ fn admit<'m>(
             continue;
         }
         let keep_at_most = p.len() - 1; // one token must run for the first logits
-        let (i, _) = slots
+        let free: Vec<(usize, usize)> = slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.live.is_none())
             .map(|(i, s)| (i, common_prefix(&s.cached, &p).min(keep_at_most)))
-            .max_by_key(|&(i, n)| (n, std::cmp::Reverse(slots[i].used)))
+            .collect();
+        let (i, own) = *free
+            .iter()
+            .max_by_key(|&&(i, n)| (n, std::cmp::Reverse(slots[i].used)))
             .expect("a free slot");
+        let from_cache = kept.find(&p, keep_at_most).filter(|f| f.len > own);
+        let (i, reused) = match from_cache {
+            Some(found) => {
+                let (j, _) = *free
+                    .iter()
+                    .min_by_key(|&&(j, n)| (n, slots[j].used))
+                    .expect("a free slot");
+                let slot = &mut slots[j];
+                if kept.restore(&found, &mut slot.state.cache) {
+                    slot.cached.clear();
+                    slot.cached.extend_from_slice(&p[..found.len]);
+                    add(&shared.stats.prompt_cache_hits, 1);
+                    (j, found.len)
+                } else {
+                    (i, own)
+                }
+            }
+            None => (i, own),
+        };
         let slot = &mut slots[i];
-        let want = common_prefix(&slot.cached, &p).min(keep_at_most);
-        let reused = slot.state.cache.truncate(want);
+        let reused = slot.state.cache.truncate(reused);
         slot.cached.truncate(reused);
         let job = *job;
         let dec = Decoding::new(
@@ -255,11 +283,18 @@ fn admit<'m>(
     }
 }
 
-/// Multi-token runs (prompts, forced tokens), oldest job first, in chunks of
+/// Multi-token runs (prompts, forced tokens), oldest job first, each prompt kept in the prompt
+/// cache once it has run, in chunks of
 /// [`PREFILL_CHUNK`] counted from the run's start (as a single stream's prefill splits it),
 /// until one chunk's worth of tokens ran. A run's last chunk of one token is left to the
 /// decode step (a one-row pass is a step either way).
-fn run_prompts(m: &LoadedModel, shared: &Shared, slots: &mut [Slot], tick: u64) {
+fn run_prompts(
+    m: &LoadedModel,
+    shared: &Shared,
+    slots: &mut [Slot],
+    kept: &mut PromptCache,
+    tick: u64,
+) {
     let mut budget = PREFILL_CHUNK;
     while budget > 0 {
         let next = slots
@@ -292,6 +327,10 @@ fn run_prompts(m: &LoadedModel, shared: &Shared, slots: &mut [Slot], tick: u64) 
             Ok(mut logits) => {
                 slot.cached.extend_from_slice(&chunk);
                 live.ran = end;
+                if last && live.first.is_none() {
+                    // A whole prompt's keys and values: kept for requests that start alike.
+                    kept.insert(&slot.cached, &slot.state.cache);
+                }
                 if last {
                     after_logits(shared, slot, &mut logits, mask, tick);
                 }

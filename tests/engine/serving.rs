@@ -133,12 +133,23 @@ fn alone(m: &LoadedModel, s: &Spec) -> (Vec<u32>, String, FinishReason) {
 }
 
 fn engine(m: &Arc<LoadedModel>, slots: usize, context: usize, queue: usize) -> Engine {
+    engine_with_cache(m, slots, context, queue, 64 << 20)
+}
+
+fn engine_with_cache(
+    m: &Arc<LoadedModel>,
+    slots: usize,
+    context: usize,
+    queue: usize,
+    prompt_cache: usize,
+) -> Engine {
     Engine::start(
         m.clone(),
         Capacity {
             slots,
             context,
             queue,
+            prompt_cache,
         },
     )
     .unwrap()
@@ -275,8 +286,10 @@ fn served_answers_equal_single_stream_answers_under_any_load() {
         let s = engine.snapshot();
         assert_eq!(s.finished, 12, "{name}: {s:?}");
         assert!(s.decode_rows > s.decode_steps, "steps were batched: {s:?}");
-        // The second round found its prompts' chat-template prefix in the slots.
+        // The second round found its prompts' chat-template prefix in the slots, and whole
+        // prompts in the prompt cache (so restored caches answer as fresh runs do).
         assert!(s.cached_tokens > 0 && s.jobs_with_reuse > 0, "{s:?}");
+        assert!(s.prompt_cache_hits > 0, "{s:?}");
         assert_eq!((s.active, s.waiting), (0, 0));
     }
 }
@@ -319,6 +332,64 @@ fn a_conversation_resent_with_one_more_turn_reuses_its_slot() {
     );
     let (tokens, text, _) = alone(&m, &second);
     assert_eq!((b.tokens, b.text), (tokens, text));
+}
+
+/// One slot, prompts A, B, then A again: B's run took A's slot, so A's second run finds its
+/// prompt (all but the last token) in the prompt cache, and answers as it does alone. Without
+/// the cache it finds only what it shares with B.
+#[test]
+fn a_prompt_whose_slot_moved_on_comes_back_from_the_prompt_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = Arc::new(quantized("qwen2-tiny", tmp.path()));
+    let chat = |u: &str| {
+        m.encode_chat(&[pocket::chat_template::Message::new("user", u)], true)
+            .unwrap()
+    };
+    let spec = |prompt: Vec<u32>| Spec {
+        prompt,
+        sampler: SamplerConfig::default(),
+        stop: Vec::new(),
+        max_tokens: 10,
+        format: None,
+        logprobs: None,
+    };
+    let (a, b) = (
+        spec(chat("Tell me about the sea and its tides")),
+        spec(chat("Name three colours")),
+    );
+    let shared_ab = a
+        .prompt
+        .iter()
+        .zip(&b.prompt)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let want = alone(&m, &a);
+    for budget in [64 << 20, 0] {
+        let engine = engine_with_cache(&m, 1, 256, 2, budget);
+        let mut outs = Vec::new();
+        for s in [&a, &b, &a] {
+            let (j, rx) = job(&m, s, 0);
+            engine.submit(j).map_err(|(r, _)| r).unwrap();
+            outs.push(collect(&rx));
+        }
+        let third = outs.pop().unwrap();
+        let snap = engine.snapshot();
+        if budget > 0 {
+            assert_eq!(third.cached, a.prompt.len() - 1, "{snap:?}");
+            assert_eq!(snap.prompt_cache_hits, 1, "{snap:?}");
+            assert_eq!(snap.prompt_cache_entries, 2, "{snap:?}");
+            assert!(snap.prompt_cache_bytes > 0 && snap.prompt_cache_bytes <= budget);
+        } else {
+            assert_eq!(third.cached, shared_ab, "{snap:?}");
+            assert_eq!((snap.prompt_cache_hits, snap.prompt_cache_entries), (0, 0));
+        }
+        let f = third.end.unwrap();
+        assert_eq!(
+            (f.tokens, f.text),
+            (want.0.clone(), want.1.clone()),
+            "budget {budget}"
+        );
+    }
 }
 
 #[test]
