@@ -135,23 +135,24 @@ impl Lens {
 }
 
 impl HeadCache {
-    fn empty(&self) -> HeadCache {
-        match self {
-            HeadCache::F32 { .. } => HeadCache::F32 {
+    /// An empty head of `precision`.
+    fn new(precision: KvPrecision) -> HeadCache {
+        match precision {
+            KvPrecision::F32 => HeadCache::F32 {
                 k: Vec::new(),
                 v: Vec::new(),
             },
-            HeadCache::F16 { .. } => HeadCache::F16 {
+            KvPrecision::F16 => HeadCache::F16 {
                 k: Vec::new(),
                 v: Vec::new(),
             },
-            HeadCache::Q8 { .. } => HeadCache::Q8 {
+            KvPrecision::Q8 => HeadCache::Q8 {
                 k: Vec::new(),
                 ks: Vec::new(),
                 v: Vec::new(),
                 vs: Vec::new(),
             },
-            HeadCache::Q4 { .. } => HeadCache::Q4 {
+            KvPrecision::Q4 => HeadCache::Q4 {
                 k: Vec::new(),
                 ks: Vec::new(),
                 v: Vec::new(),
@@ -285,28 +286,7 @@ impl KvCache {
         capacity: usize,
         precision: KvPrecision,
     ) -> KvCache {
-        let head = || match precision {
-            KvPrecision::F32 => HeadCache::F32 {
-                k: Vec::new(),
-                v: Vec::new(),
-            },
-            KvPrecision::F16 => HeadCache::F16 {
-                k: Vec::new(),
-                v: Vec::new(),
-            },
-            KvPrecision::Q8 => HeadCache::Q8 {
-                k: Vec::new(),
-                ks: Vec::new(),
-                v: Vec::new(),
-                vs: Vec::new(),
-            },
-            KvPrecision::Q4 => HeadCache::Q4 {
-                k: Vec::new(),
-                ks: Vec::new(),
-                v: Vec::new(),
-                vs: Vec::new(),
-            },
-        };
+        let head = || HeadCache::new(precision);
         let block = match precision {
             KvPrecision::Q8 | KvPrecision::Q4 => {
                 q8_block(head_dim).expect("an int8 or 4-bit cache needs head_dim % 16 == 0")
@@ -636,8 +616,12 @@ impl KvCache {
         };
         let lens = self.lens(n);
         for heads in &self.layers {
-            c.layers
-                .push(heads.iter().map(|h| h.empty().extended(h, lens)).collect());
+            c.layers.push(
+                heads
+                    .iter()
+                    .map(|h| HeadCache::new(self.precision).extended(h, lens))
+                    .collect(),
+            );
         }
         Some(c)
     }
