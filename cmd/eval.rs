@@ -115,6 +115,13 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
     }
 }
 
+/// How a generation task decodes its answers (see [`RunOpts::batching`]).
+#[derive(Clone, Copy)]
+pub struct Batching {
+    pub size: usize,
+    pub share_prefix: bool,
+}
+
 /// Options every task run shares.
 #[derive(Args)]
 pub struct RunOpts {
@@ -138,6 +145,11 @@ pub struct RunOpts {
     /// equal single ones up to the summation order of the batched kernels
     #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub batch: usize,
+    /// Run every prompt from its start instead of continuing from the cached state of the
+    /// prompt it shares whole chunks with (few-shot examples; MMLU's per subject): the same
+    /// scores and answers, slower; for measuring
+    #[arg(long)]
+    pub no_shared_prefix: bool,
     /// Generation tasks: speculative decoding (one answer at a time: --batch is then 1). The
     /// answers are those of --batch 1 without it, token for token
     #[command(flatten)]
@@ -152,6 +164,15 @@ impl RunOpts {
             1
         } else {
             self.batch
+        }
+    }
+
+    /// How generation tasks batch: [`Self::generation_batch`] answers at a time, and whether
+    /// a batch's prompts share their cached beginnings.
+    pub fn batching(&self) -> Batching {
+        Batching {
+            size: self.generation_batch(),
+            share_prefix: !self.no_shared_prefix,
         }
     }
 

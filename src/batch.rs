@@ -3,10 +3,16 @@
 //! through [`Model::step_many`], so each weight row is decoded once per step for all of them.
 //! Each answer ends exactly as [`generate_text`](crate::generate::generate_text) would end it
 //! (stop ids, stop strings, length, full context), and its text is cut the same way.
+//!
+//! Evaluation prompts mostly begin alike (GSM8K's eight worked examples, a BBH task's three,
+//! MATH's four), so with `share_prefix` a new item starts from the cache of the slot whose
+//! prompt shares the most whole prefill chunks with its own, and runs only the rest. Whole
+//! chunks from position 0 are what a fresh prefill computes, so the answers are the same.
 
 use crate::generate::{
     answer_text, Control, FinishReason, Generation, Sequence, StopAt, StopStrings, TextGeneration,
 };
+use crate::generate::PREFILL_CHUNK;
 use crate::model::{Model, State};
 use crate::sampler::Sampler;
 use crate::tokenizer::{TextStream, TextTokenizer};
@@ -27,19 +33,23 @@ struct Live<'t, 's> {
     stream: TextStream<'t>,
     scan: StopStrings<'s>,
     finish: Option<FinishReason>,
+    /// Prompt tokens run (the rest came from a shared prefix).
+    run: usize,
     prefill: std::time::Duration,
     decode: std::time::Duration,
 }
 
 /// Continuous batching: `states.len()` sequences run at once; when one answer ends, the next
 /// item takes its slot at the following step, so long answers never leave the batch half
-/// empty. `done(i, answer)` is called as each item finishes (in finishing order).
+/// empty. `done(i, answer)` is called as each item finishes (in finishing order); its
+/// `prefill_tokens` are the prompt tokens run, not those taken from a shared prefix.
 pub fn generate_text_queue<'t, 's>(
     model: &Model,
     tokenizer: &'t TextTokenizer,
     states: &mut [State],
     mut new_sampler: impl FnMut() -> Sampler,
     items: &[BatchItem<'s>],
+    share_prefix: bool,
     mut done: impl FnMut(usize, TextGeneration) -> Result<(), Error>,
 ) -> Result<(), Error> {
     if states.is_empty() {
@@ -47,15 +57,27 @@ pub fn generate_text_queue<'t, 's>(
     }
     let mut slots: Vec<Option<(usize, Live<'t, 's>, Sampler)>> =
         states.iter().map(|_| None).collect();
+    // The prompt each slot's cache begins with (kept after its answer ends). A state's cache
+    // from before this call is not trusted.
+    let mut held: Vec<&[u32]> = states.iter().map(|_| &[][..]).collect();
     let mut next_item = 0;
     let vocab = model.spec.vocab_size;
     loop {
         // Empty slots take the next items (prefill gives each its first token).
-        for (slot, state) in slots.iter_mut().zip(states.iter_mut()) {
-            if slot.is_none() && next_item < items.len() {
+        for b in 0..slots.len() {
+            if slots[b].is_none() && next_item < items.len() {
+                let item = &items[next_item];
+                let from = match share_prefix {
+                    true => start_from(states, &held, b, &item.prompt),
+                    false => {
+                        states[b].cache.clear();
+                        0
+                    }
+                };
                 let mut sampler = new_sampler();
-                let live = prefill(model, tokenizer, state, &mut sampler, &items[next_item])?;
-                *slot = Some((next_item, live, sampler));
+                let live = prefill(model, tokenizer, &mut states[b], &mut sampler, item, from)?;
+                held[b] = &item.prompt;
+                slots[b] = Some((next_item, live, sampler));
                 next_item += 1;
             }
         }
@@ -119,14 +141,50 @@ pub fn generate_text_queue<'t, 's>(
     }
 }
 
+/// Readies slot `b`'s cache for `prompt` and returns the positions it already holds: the most
+/// whole [`PREFILL_CHUNK`]s any slot's prompt shares with this one (leaving at least the last
+/// token to run, for the first answer token's logits), kept in place or copied from that slot;
+/// 0 with the cache cleared when none is shared or the copy is refused.
+fn start_from(states: &mut [State], held: &[&[u32]], b: usize, prompt: &[u32]) -> usize {
+    let shared = |h: &[u32]| {
+        let common = h.iter().zip(prompt).take_while(|(x, y)| x == y).count();
+        common.min(prompt.len().saturating_sub(1)) / PREFILL_CHUNK * PREFILL_CHUNK
+    };
+    // The slot itself first: on a tie its cache is kept without a copy.
+    let best = std::iter::once(b)
+        .chain((0..held.len()).filter(|&s| s != b))
+        .map(|s| (s, shared(held[s])))
+        .fold((b, 0), |best, c| if c.1 > best.1 { c } else { best });
+    let ok = match best {
+        (_, 0) => false,
+        (s, n) if s == b => states[b].cache.keep_prefix(n),
+        (s, n) => {
+            let (src, dst) = if s < b {
+                let (lo, hi) = states.split_at_mut(b);
+                (&lo[s], &mut hi[0])
+            } else {
+                let (lo, hi) = states.split_at_mut(s);
+                (&hi[0], &mut lo[b])
+            };
+            dst.cache.assign_prefix(&src.cache, n)
+        }
+    };
+    if ok {
+        best.1
+    } else {
+        states[b].cache.clear();
+        0
+    }
+}
+
 fn prefill<'t, 's>(
     model: &Model,
     tokenizer: &'t TextTokenizer,
     state: &mut State,
     sampler: &mut Sampler,
     item: &BatchItem<'s>,
+    from: usize,
 ) -> Result<Live<'t, 's>, Error> {
-    state.cache.clear();
     let p = &item.prompt;
     if p.is_empty() {
         return Err(Error::Invalid("the prompt has no tokens".into()));
@@ -139,8 +197,9 @@ fn prefill<'t, 's>(
         )));
     }
     let start = Instant::now();
-    let next = crate::generate::prefill(model, state, p, sampler)?;
+    let next = crate::generate::prefill_after(model, state, p, from, sampler)?;
     Ok(Live {
+        run: p.len() - from,
         next,
         pending: true,
         seq: Sequence::new(item.stop.ids, item.stop.max_tokens),
@@ -173,7 +232,7 @@ fn finish(tokenizer: &TextTokenizer, mut l: Live, item: &BatchItem) -> TextGener
             speculation: None,
             tokens: l.seq.tokens,
             finish_reason: l.finish.unwrap_or(FinishReason::Length),
-            prefill_tokens: item.prompt.len(),
+            prefill_tokens: l.run,
             prefill_time: l.prefill,
             decode_time: l.decode,
         },

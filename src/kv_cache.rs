@@ -601,6 +601,16 @@ impl KvCache {
             .all(|r| r.is_none_or(|(slots, _)| self.len <= slots))
     }
 
+    /// Keeps the first `n` positions exactly as they were pushed, and says whether it could:
+    /// not when fewer are stored or a ring has wrapped (its slots then mix in later positions).
+    /// What follows computes as it would after a run of just those `n` positions.
+    pub fn keep_prefix(&mut self, n: usize) -> bool {
+        if n > self.len || !self.unwrapped() {
+            return false;
+        }
+        self.truncate(n) == n
+    }
+
     /// A copy of the first `n` positions (a prompt cache's entry), in as little memory as they
     /// take; `None` when fewer are stored or a ring has wrapped.
     pub fn prefix(&self, n: usize) -> Option<KvCache> {

@@ -66,7 +66,7 @@ pub fn bbh_run(a: &BbhArgs) -> Result<Done> {
         &mut engine,
         &mut resume,
         &items,
-        a.run.generation_batch(),
+        a.run.batching(),
         a.run.json,
         "exact_match",
         |i, response| {
@@ -88,6 +88,8 @@ pub fn bbh_run(a: &BbhArgs) -> Result<Done> {
         "max_gen_toks": spec.max_gen_toks,
         "resumed": resume.resumed,
         "generated_tokens": engine.generated_tokens,
+        "prompt_tokens": engine.prompt_tokens,
+        "prompt_tokens_run": engine.prompt_tokens_run,
         "seconds": start.elapsed().as_secs_f64(),
     });
     let r = report("bbh_cot_fewshot", &model, scored, details)?;

@@ -300,7 +300,7 @@ pub fn code_run(set: &str, a: &CodeArgs) -> Result<super::generation::Done> {
         &mut engine,
         &mut resume,
         &items,
-        a.run.generation_batch(),
+        a.run.batching(),
         a.run.json,
         "passed",
         |i, response| {
@@ -345,6 +345,8 @@ pub fn code_run(set: &str, a: &CodeArgs) -> Result<super::generation::Done> {
         "isolation": sandbox.isolation(),
         "resumed": resume.resumed,
         "generated_tokens": engine.generated_tokens,
+        "prompt_tokens": engine.prompt_tokens,
+        "prompt_tokens_run": engine.prompt_tokens_run,
         "seconds": start.elapsed().as_secs_f64(),
     });
     let r = report(task.name(), &model, scored, details)?;

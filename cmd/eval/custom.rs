@@ -73,6 +73,7 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
             ctx: a.run.ctx,
             threads: None,
             batch: a.run.batch,
+            no_shared_prefix: a.run.no_shared_prefix,
             spec: a.run.spec.clone(),
         };
         eprintln!(
@@ -181,7 +182,7 @@ fn run_custom(
         &mut engine,
         &mut resume,
         &items,
-        run.generation_batch(),
+        run.batching(),
         run.json,
         task.headline(),
         |k, response| match task.score(rows[k], response) {
@@ -215,6 +216,8 @@ fn run_custom(
         "token_f1": mean_f1,
         "resumed": resume.resumed,
         "generated_tokens": engine.generated_tokens,
+        "prompt_tokens": engine.prompt_tokens,
+        "prompt_tokens_run": engine.prompt_tokens_run,
         "seconds": start.elapsed().as_secs_f64(),
     });
     let r = report(

@@ -53,6 +53,10 @@ pub struct DriftArgs {
     /// Answers decoded together per step (1: one at a time)
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
+    /// Run every prompt from its start instead of continuing from the cached state of the
+    /// prompt it shares whole chunks with (same answers and scores, slower; for measuring)
+    #[arg(long)]
+    pub no_shared_prefix: bool,
     /// Speculative decoding for both builds (one answer at a time; the answers are --batch 1's)
     #[command(flatten)]
     pub spec: crate::speculate_args::SpecArgs,
@@ -74,6 +78,7 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
         ctx: a.ctx,
         threads: None,
         batch: a.batch,
+        no_shared_prefix: a.no_shared_prefix,
         spec: a.spec.clone(),
     };
     if task == "ifeval" {
@@ -112,7 +117,6 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
             task: Some(bench),
             data_dir: a.data_dir.clone(),
             style: pocket_evals::mc::Style::Cloze,
-            no_shared_prefix: false,
             constrained: false,
             chat: false,
             run,

@@ -21,6 +21,10 @@ pub struct Engine<'m> {
     /// Generated tokens and decode time, summed over requests.
     pub generated_tokens: usize,
     pub decode_seconds: f64,
+    /// Prompt tokens of the batched requests, and those run (the rest came from a prompt
+    /// they share their beginning with).
+    pub prompt_tokens: usize,
+    pub prompt_tokens_run: usize,
     /// Speculative decoding for one-at-a-time generation, and what it did over the requests.
     pub speculate: Option<Speculator<'m>>,
     pub speculation: SpecStats,
@@ -36,6 +40,8 @@ impl<'m> Engine<'m> {
             ctx,
             generated_tokens: 0,
             decode_seconds: 0.0,
+            prompt_tokens: 0,
+            prompt_tokens_run: 0,
             speculate: None,
             speculation: SpecStats::default(),
         }
@@ -137,7 +143,7 @@ impl Engine<'_> {
     pub fn generate_queue(
         &mut self,
         requests: &[&GenRequest],
-        batch: usize,
+        batching: crate::eval::Batching,
         mut done: impl FnMut(usize, String) -> Result<(), String>,
     ) -> Result<(), String> {
         let mut items = Vec::with_capacity(requests.len());
@@ -151,12 +157,13 @@ impl Engine<'_> {
                 },
             });
         }
-        let slots = batch.clamp(1, items.len().max(1));
+        let slots = batching.size.clamp(1, items.len().max(1));
         while self.slots.len() < slots {
             self.slots.push(self.m.model.new_state(self.ctx));
         }
         let start = std::time::Instant::now();
         let mut tokens = 0usize;
+        let mut run = 0usize;
         let mut failure = None;
         // The batch admits items in order, one sampler each.
         let mut configs = requests.iter().map(|r| sampler_config(r));
@@ -166,8 +173,10 @@ impl Engine<'_> {
             &mut self.slots[..slots],
             || Sampler::new(configs.next().unwrap_or_default()),
             &items,
+            batching.share_prefix,
             |k, g| {
                 tokens += g.generation.tokens.len();
+                run += g.generation.prefill_tokens;
                 done(k, g.text).map_err(|e| {
                     failure = Some(e.clone());
                     pocket::Error::Invalid(e)
@@ -176,6 +185,8 @@ impl Engine<'_> {
         );
         self.decode_seconds += start.elapsed().as_secs_f64();
         self.generated_tokens += tokens;
+        self.prompt_tokens_run += run;
+        self.prompt_tokens += items.iter().map(|i| i.prompt.len()).sum::<usize>();
         match (r, failure) {
             (_, Some(e)) => Err(e),
             (Err(e), None) => Err(e.to_string()),

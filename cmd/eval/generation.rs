@@ -3,7 +3,7 @@
 //! drives the engine item by item with resume and progress, and prints the report.
 
 use super::engine::Engine;
-use super::{model_name, obj, print_metrics, progress, report, Resume, RunOpts};
+use super::{model_name, obj, print_metrics, progress, report, Batching, Resume, RunOpts};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use pocket::loader::LoadedModel;
@@ -95,7 +95,7 @@ pub(super) fn run_items(
     engine: &mut Engine,
     resume: &mut Resume,
     items: &[GenItem],
-    batch: usize,
+    batching: Batching,
     hidden: bool,
     headline: &str,
     mut score: impl FnMut(usize, &str) -> (ItemScores, Map<String, Value>),
@@ -144,7 +144,7 @@ pub(super) fn run_items(
     };
     // Constrained answers decode one at a time (the batch path has no token masks).
     let constrained = items.iter().any(|it| it.request.constraint.is_some());
-    if batch <= 1 || constrained {
+    if batching.size <= 1 || constrained {
         for &i in &todo {
             let r = engine
                 .generate(&items[i].request)
@@ -157,7 +157,7 @@ pub(super) fn run_items(
         let reqs: Vec<&GenRequest> = todo.iter().map(|&i| &items[i].request).collect();
         let mut failed: Option<anyhow::Error> = None;
         engine
-            .generate_queue(&reqs, batch, |k, r| {
+            .generate_queue(&reqs, batching, |k, r| {
                 let i = todo[k];
                 match record(i, r) {
                     Ok(s) => {
@@ -262,7 +262,7 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
         &mut engine,
         &mut resume,
         &requests,
-        a.run.generation_batch(),
+        a.run.batching(),
         a.run.json,
         "prompt_level_strict_acc",
         |i, response| {
@@ -281,6 +281,8 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
         "max_gen_toks": IFEVAL_MAX_GEN_TOKS,
         "resumed": resume.resumed,
         "generated_tokens": engine.generated_tokens,
+        "prompt_tokens": engine.prompt_tokens,
+        "prompt_tokens_run": engine.prompt_tokens_run,
         "seconds": start.elapsed().as_secs_f64(),
         "per_instruction": table.per_instruction,
     });
@@ -334,7 +336,7 @@ pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
         &mut engine,
         &mut resume,
         &requests,
-        a.run.generation_batch(),
+        a.run.batching(),
         a.run.json,
         "flexible_extract",
         |i, response| {
@@ -353,6 +355,8 @@ pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
         "max_gen_toks": task.max_gen_toks(),
         "resumed": resume.resumed,
         "generated_tokens": engine.generated_tokens,
+        "prompt_tokens": engine.prompt_tokens,
+        "prompt_tokens_run": engine.prompt_tokens_run,
         "seconds": start.elapsed().as_secs_f64(),
     });
     let r = report(&name, &model, scored, details)?;
@@ -418,8 +422,17 @@ pub(super) fn speed(engine: &Engine, start: Instant) -> Option<String> {
         } else {
             String::new()
         };
+        let shared = engine.prompt_tokens - engine.prompt_tokens_run;
+        let prompts = if shared > 0 {
+            format!(
+                "; {shared} of {} prompt tokens came from a shared beginning",
+                engine.prompt_tokens
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "generated {} tokens in {:.0} s ({:.1} tok/s including prompts{spec})",
+            "generated {} tokens in {:.0} s ({:.1} tok/s including prompts{spec}{prompts})",
             engine.generated_tokens,
             start.elapsed().as_secs_f64(),
             engine.generated_tokens as f64 / engine.decode_seconds.max(1e-9)

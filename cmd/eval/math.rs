@@ -54,7 +54,7 @@ pub fn math_run(a: &MathArgs) -> Result<Done> {
         &mut engine,
         &mut resume,
         &items,
-        a.run.generation_batch(),
+        a.run.batching(),
         a.run.json,
         "exact_match",
         |i, response| {
@@ -75,6 +75,8 @@ pub fn math_run(a: &MathArgs) -> Result<Done> {
         "equivalence": "string (sympy path not ported)",
         "resumed": resume.resumed,
         "generated_tokens": engine.generated_tokens,
+        "prompt_tokens": engine.prompt_tokens,
+        "prompt_tokens_run": engine.prompt_tokens_run,
         "seconds": start.elapsed().as_secs_f64(),
     });
     let r = report("minerva_math500", &model, scored, details)?;

@@ -45,10 +45,6 @@ pub struct McArgs {
     /// choices listed as "A. ..." and scored on " A", " B", ... (MMLU style)
     #[arg(long, default_value = "cloze", value_parser = parse_style)]
     pub style: Style,
-    /// Run the question again for every choice instead of continuing each choice from the
-    /// question's cached state (same scores, slower; for measuring)
-    #[arg(long)]
-    pub no_shared_prefix: bool,
     /// Also answer each question by constrained decoding: greedy generation limited to the
     /// choices (`pocket run --choices`), from the same context; scored as `acc_constrained`
     /// next to log-likelihood's `acc`, with how often the two pick the same choice
@@ -204,7 +200,7 @@ pub fn mc_run(a: &McArgs) -> Result<Done> {
                     &mut engine,
                     &tok,
                     req,
-                    !a.no_shared_prefix,
+                    !a.run.no_shared_prefix,
                     &mut held,
                 )
                 .map_err(|e| anyhow::anyhow!("{}: {e}", it.at))?;
@@ -261,7 +257,7 @@ pub fn mc_run(a: &McArgs) -> Result<Done> {
     let details = json!({
         "data": data,
         "style": a.task.map(|b| b.name()).unwrap_or(a.style.name()),
-        "shared_prefix": !a.no_shared_prefix,
+        "shared_prefix": !a.run.no_shared_prefix,
         "tokens_run": tokens_run,
         "constrained_seconds": a.constrained.then_some(constrained_seconds),
         "resumed": resume.resumed,

@@ -62,6 +62,10 @@ pub struct SuiteArgs {
     /// Answers decoded together per step (1: one at a time)
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
+    /// Run every prompt from its start instead of continuing from the cached state of the
+    /// prompt it shares whole chunks with (same answers and scores, slower; for measuring)
+    #[arg(long)]
+    pub no_shared_prefix: bool,
     /// Speculative decoding for the generation tasks (one answer at a time)
     #[command(flatten)]
     pub spec: crate::speculate_args::SpecArgs,
@@ -99,6 +103,7 @@ pub fn main(a: SuiteArgs) -> Result<ExitCode> {
         ctx: a.ctx,
         threads: None,
         batch: a.batch,
+        no_shared_prefix: a.no_shared_prefix,
         spec: a.spec.clone(),
     };
     let mut results = Vec::new();

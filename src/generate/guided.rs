@@ -29,7 +29,7 @@ pub(super) fn run(
     let mut next = if guide.active() {
         forward_sample(model, state, prompt, guide, sampler)?
     } else {
-        super::prefill_sampled(model, state, prompt, sampler)?
+        super::prefill_sampled(model, state, prompt, 0, sampler)?
     };
     let prefill_time = start.elapsed();
 

@@ -276,26 +276,49 @@ pub(crate) fn prefill(
     sampler: &mut Sampler,
 ) -> Result<u32, Error> {
     prompt.iter().for_each(|&id| sampler.accept(id));
-    prefill_sampled(model, state, prompt, sampler)
+    prefill_sampled(model, state, prompt, 0, sampler)
 }
 
-/// [`prefill`] for a prompt the sampler has already [`accept`](Sampler::accept)ed.
+/// [`prefill`] for a state whose cache already holds the prompt's first `held` positions,
+/// `held` a whole number of [`PREFILL_CHUNK`]s (a prompt sharing its start with an earlier
+/// one): the chunks after them are the chunks a run from position 0 would make, so the answer
+/// is bit for bit the one [`prefill`] gives.
+pub(crate) fn prefill_after(
+    model: &Model,
+    state: &mut State,
+    prompt: &[u32],
+    held: usize,
+    sampler: &mut Sampler,
+) -> Result<u32, Error> {
+    if !held.is_multiple_of(PREFILL_CHUNK) || held >= prompt.len() || state.cache.len() != held {
+        return Err(Error::Invalid(format!(
+            "prefill after {held} held positions of a {}-token prompt (cache {})",
+            prompt.len(),
+            state.cache.len()
+        )));
+    }
+    prompt.iter().for_each(|&id| sampler.accept(id));
+    prefill_sampled(model, state, prompt, held, sampler)
+}
+
+/// [`prefill`] for a prompt the sampler has already [`accept`](Sampler::accept)ed, from
+/// the prompt's position `from` on (0, or what [`prefill_after`] checked); the cache may hold
+/// earlier turns before the prompt.
 fn prefill_sampled(
     model: &Model,
     state: &mut State,
     prompt: &[u32],
+    from: usize,
     sampler: &mut Sampler,
 ) -> Result<u32, Error> {
     let mut next = 0;
-    for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-        let last = (i + 1) * PREFILL_CHUNK >= prompt.len();
+    for (i, chunk) in prompt[from..].chunks(PREFILL_CHUNK).enumerate() {
+        let end = from + i * PREFILL_CHUNK + chunk.len();
+        let last = end >= prompt.len();
         let logits =
             model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;
         if let Some(f) = state.on_prefill.as_mut() {
-            f(
-                (i * PREFILL_CHUNK + chunk.len()).min(prompt.len()),
-                prompt.len(),
-            );
+            f(end, prompt.len());
         }
         if last {
             next = sampler.sample(&logits);

@@ -118,6 +118,7 @@ fn batched_answers_equal_single_stream_answers() {
             &mut states,
             || Sampler::new(SamplerConfig::default()),
             &items,
+            false,
             |i, g| {
                 batch[i] = Some(g);
                 Ok(())
@@ -145,5 +146,128 @@ fn batched_answers_equal_single_stream_answers() {
             reasons.iter().any(|r| r == "Length") && reasons.iter().any(|r| r == "Stop"),
             "{name}: {reasons:?}"
         );
+    }
+}
+
+/// Prompts that begin alike (few-shot examples) continue from a cache holding their shared
+/// whole prefill chunks, in place or copied from another slot, and still answer exactly as a
+/// fresh one-at-a-time prefill does. Gemma 3's sliding-window rings wrap inside these
+/// prompts, so its copies are refused and every prompt runs whole: the fallback is checked too.
+#[test]
+fn shared_prompt_beginnings_give_fresh_prefill_answers() {
+    use pocket::generate::PREFILL_CHUNK;
+    for (name, quant) in [
+        ("qwen2-tiny", Some("q4")),
+        ("llama-tiny", None),
+        ("gemma3-tiny", None),
+    ] {
+        let dir = common::tiny(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = match quant {
+            Some(q) => {
+                let out = tmp.path().join("m.pocket");
+                let o = common::pocket(&[
+                    "export",
+                    dir.to_str().unwrap(),
+                    "-o",
+                    out.to_str().unwrap(),
+                    "--quant",
+                    q,
+                    "--calib",
+                    "none",
+                ]);
+                assert!(o.status.success());
+                out
+            }
+            None => dir,
+        };
+        let m = crate::common::open(&path).unwrap();
+        let family = |words: &str| {
+            let mut t = m.tokenizer.encode(&words.repeat(60), true).unwrap();
+            t.truncate(3 * PREFILL_CHUNK + 40);
+            t
+        };
+        let x = family("Question: how many apples are left? Answer: three, since two were eaten. ");
+        let y = family("Translate to French: the cat sleeps on the red mat near the door. ");
+        let tail = |t: &str| m.tokenizer.encode(t, false).unwrap();
+        let cut = |f: &[u32], n: usize, t: &str| [&f[..n], &tail(t)[..]].concat();
+        // Three slots; the first three items start them, the next three replace them in slot
+        // order when they all end together, and so on. Item 3 must copy its chunks from item
+        // 2's slot (its own slot holds the other family), item 6 keeps its own slot's.
+        let prompts = vec![
+            cut(&x, x.len(), " Now: one plus one is"),
+            tail("A short unrelated prompt"),
+            cut(&y, y.len(), " Now"),
+            // Shares two whole chunks and a part of the third with item 2.
+            cut(&y, 2 * PREFILL_CHUNK + 17, " Then"),
+            tail("Another short one"),
+            // Exactly two chunks long: one is kept, the last token runs again.
+            x[..2 * PREFILL_CHUNK].to_vec(),
+            // Item 3's prompt again: all but the chunk of its last token is kept.
+            cut(&y, 2 * PREFILL_CHUNK + 17, " Then"),
+            cut(&x, PREFILL_CHUNK - 3, " Short"),
+            cut(&x, x.len(), " Now: the sky is"),
+        ];
+        let ctx = 4 * PREFILL_CHUNK;
+        let stop = StopAt {
+            ids: &m.stop_ids,
+            strings: &[],
+            max_tokens: 6,
+        };
+        let single: Vec<Vec<u32>> = prompts
+            .iter()
+            .map(|p| {
+                let mut state = m.model.new_state(ctx);
+                let mut sampler = Sampler::new(SamplerConfig::default());
+                generate_text(
+                    &m.model,
+                    &m.tokenizer,
+                    &mut state,
+                    p,
+                    &mut sampler,
+                    &stop,
+                    |_| Control::Continue,
+                )
+                .unwrap()
+                .generation
+                .tokens
+            })
+            .collect();
+        let items: Vec<BatchItem> = prompts
+            .iter()
+            .map(|p| BatchItem {
+                prompt: p.clone(),
+                stop: StopAt {
+                    ids: &m.stop_ids,
+                    strings: &[],
+                    max_tokens: 6,
+                },
+            })
+            .collect();
+        for share in [true, false] {
+            let mut states: Vec<_> = (0..3).map(|_| m.model.new_state(ctx)).collect();
+            let mut got: Vec<Option<Vec<u32>>> = items.iter().map(|_| None).collect();
+            let mut run = 0;
+            generate_text_queue(
+                &m.model,
+                &m.tokenizer,
+                &mut states,
+                || Sampler::new(SamplerConfig::default()),
+                &items,
+                share,
+                |i, g| {
+                    run += g.generation.prefill_tokens;
+                    got[i] = Some(g.generation.tokens);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            for (i, (a, b)) in single.iter().zip(&got).enumerate() {
+                assert_eq!(Some(a), b.as_ref(), "{name} share {share} prompt {i}");
+            }
+            let total: usize = prompts.iter().map(Vec::len).sum();
+            let expect_reuse = share && name != "gemma3-tiny";
+            assert_eq!(run < total, expect_reuse, "{name} share {share}: ran {run} of {total}");
+        }
     }
 }
