@@ -80,6 +80,15 @@ impl LogitModel for Engine<'_> {
             .forward_batch(&mut self.state, tokens, Logits::All)
             .map_err(|e| e.to_string())
     }
+    /// The output head is the last thing a pass runs: skipping it leaves every stored
+    /// position as `logits` stores it.
+    fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
+        self.m
+            .model
+            .forward_batch(&mut self.state, tokens, Logits::None)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
     /// The KV cache is per position, so dropping the positions after `len` restores the state
     /// of the shorter context exactly.
     fn rewind(&mut self, len: usize) -> bool {

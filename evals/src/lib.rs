@@ -34,6 +34,12 @@ pub trait LogitModel {
     /// Appends `tokens` and returns their logits, `tokens.len() × vocab_size` values (row `i`
     /// predicts the token after `tokens[i]`).
     fn logits(&mut self, tokens: &[u32]) -> Result<Vec<f32>, String>;
+    /// Appends `tokens` whose logits are not wanted (a context's early chunks). A model that
+    /// can skip its output head for them says so here; the positions it stores must be those
+    /// [`logits`](LogitModel::logits) stores, so later scores do not change.
+    fn advance(&mut self, tokens: &[u32]) -> Result<(), String> {
+        self.logits(tokens).map(drop)
+    }
     /// Keeps only the first `len` positions of the context, so several continuations can be
     /// scored after one run of a shared prefix. Returns false when the model cannot (the
     /// default); callers then [`reset`](LogitModel::reset) and run the prefix again.

@@ -144,7 +144,7 @@ fn run(
         let base = c * CHUNK;
         if base + chunk.len() <= keep.start {
             // Still needed to advance the context; logits unused.
-            model.logits(chunk).map_err(EvalError::Model)?;
+            model.advance(chunk).map_err(EvalError::Model)?;
             continue;
         }
         let logits = model.logits(chunk).map_err(EvalError::Model)?;
