@@ -9,10 +9,10 @@
 //! prompt shares the most whole prefill chunks with its own, and runs only the rest. Whole
 //! chunks from position 0 are what a fresh prefill computes, so the answers are the same.
 
+use crate::generate::PREFILL_CHUNK;
 use crate::generate::{
     answer_text, Control, FinishReason, Generation, Sequence, StopAt, StopStrings, TextGeneration,
 };
-use crate::generate::PREFILL_CHUNK;
 use crate::model::{Model, State};
 use crate::sampler::Sampler;
 use crate::tokenizer::{TextStream, TextTokenizer};
