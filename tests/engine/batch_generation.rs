@@ -7,6 +7,26 @@ use pocket::generate::{generate_text, Control, StopAt};
 use pocket::sampler::{Sampler, SamplerConfig};
 
 use crate::common;
+use std::path::{Path, PathBuf};
+
+/// A tiny fixture as it is, or exported to `quant` under `tmp`.
+fn tiny_model(name: &str, quant: Option<&str>, tmp: &Path) -> PathBuf {
+    let dir = common::tiny(name);
+    let Some(q) = quant else { return dir };
+    let out = tmp.join("m.pocket");
+    let o = common::pocket(&[
+        "export",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--quant",
+        q,
+        "--calib",
+        "none",
+    ]);
+    assert!(o.status.success());
+    out
+}
 
 #[test]
 fn batched_answers_equal_single_stream_answers() {
@@ -15,27 +35,9 @@ fn batched_answers_equal_single_stream_answers() {
         ("llama-tiny", None),
         ("qwen2-tiny", Some("q4")),
     ] {
-        let dir = common::tiny(name);
         let tmp = tempfile::tempdir().unwrap();
         // One quantized build, so the batched int8 kernels are covered too.
-        let path = match file {
-            Some(q) => {
-                let out = tmp.path().join("m.pocket");
-                let o = common::pocket(&[
-                    "export",
-                    dir.to_str().unwrap(),
-                    "-o",
-                    out.to_str().unwrap(),
-                    "--quant",
-                    q,
-                    "--calib",
-                    "none",
-                ]);
-                assert!(o.status.success());
-                out
-            }
-            None => dir,
-        };
+        let path = tiny_model(name, file, tmp.path());
         let m = crate::common::open(&path).unwrap();
         let texts = [
             "Hello there",
@@ -161,26 +163,8 @@ fn shared_prompt_beginnings_give_fresh_prefill_answers() {
         ("llama-tiny", None),
         ("gemma3-tiny", None),
     ] {
-        let dir = common::tiny(name);
         let tmp = tempfile::tempdir().unwrap();
-        let path = match quant {
-            Some(q) => {
-                let out = tmp.path().join("m.pocket");
-                let o = common::pocket(&[
-                    "export",
-                    dir.to_str().unwrap(),
-                    "-o",
-                    out.to_str().unwrap(),
-                    "--quant",
-                    q,
-                    "--calib",
-                    "none",
-                ]);
-                assert!(o.status.success());
-                out
-            }
-            None => dir,
-        };
+        let path = tiny_model(name, quant, tmp.path());
         let m = crate::common::open(&path).unwrap();
         let family = |words: &str| {
             let mut t = m.tokenizer.encode(&words.repeat(60), true).unwrap();
@@ -267,7 +251,11 @@ fn shared_prompt_beginnings_give_fresh_prefill_answers() {
             }
             let total: usize = prompts.iter().map(Vec::len).sum();
             let expect_reuse = share && name != "gemma3-tiny";
-            assert_eq!(run < total, expect_reuse, "{name} share {share}: ran {run} of {total}");
+            assert_eq!(
+                run < total,
+                expect_reuse,
+                "{name} share {share}: ran {run} of {total}"
+            );
         }
     }
 }
