@@ -146,7 +146,7 @@ pub struct RunOpts {
     #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub batch: usize,
     /// Run every prompt from its start instead of continuing from the cached state of the
-    /// prompt it shares whole chunks with (few-shot examples; MMLU's per subject): the same
+    /// prompt it shares a beginning with (few-shot examples; MMLU's per subject): the same
     /// scores and answers, slower; for measuring
     #[arg(long)]
     pub no_shared_prefix: bool,

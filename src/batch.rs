@@ -6,10 +6,12 @@
 //!
 //! Evaluation prompts mostly begin alike (GSM8K's eight worked examples, a BBH task's three,
 //! MATH's four), so with `share_prefix` a new item starts from the cache of the slot whose
-//! prompt shares the most whole prefill chunks with its own, and runs only the rest. Whole
-//! chunks from position 0 are what a fresh prefill computes, so the answers are the same.
+//! prompt shares the longest beginning with its own, and runs only the rest: from the last
+//! shared token when the model's rows do not depend on how a run is cut (the int8 path), else
+//! from the last whole prefill chunk ([`resume_point`]). Either way the answers are bit for
+//! bit a fresh prefill's.
 
-use crate::generate::PREFILL_CHUNK;
+use crate::generate::resume_point;
 use crate::generate::{
     answer_text, Control, FinishReason, Generation, Sequence, StopAt, StopStrings, TextGeneration,
 };
@@ -68,7 +70,7 @@ pub fn generate_text_queue<'t, 's>(
             if slots[b].is_none() && next_item < items.len() {
                 let item = &items[next_item];
                 let from = match share_prefix {
-                    true => start_from(states, &held, b, &item.prompt),
+                    true => start_from(model, states, &held, b, &item.prompt),
                     false => {
                         states[b].cache.clear();
                         0
@@ -141,14 +143,20 @@ pub fn generate_text_queue<'t, 's>(
     }
 }
 
-/// Readies slot `b`'s cache for `prompt` and returns the positions it already holds: the most
-/// whole [`PREFILL_CHUNK`]s any slot's prompt shares with this one (leaving at least the last
-/// token to run, for the first answer token's logits), kept in place or copied from that slot;
-/// 0 with the cache cleared when none is shared or the copy is refused.
-fn start_from(states: &mut [State], held: &[&[u32]], b: usize, prompt: &[u32]) -> usize {
+/// Readies slot `b`'s cache for `prompt` and returns the positions it already holds: the
+/// longest [`resume_point`] of the beginning any slot's prompt shares with this one, kept in
+/// place or copied from that slot; 0 with the cache cleared when none is shared or the copy is
+/// refused.
+fn start_from(
+    model: &Model,
+    states: &mut [State],
+    held: &[&[u32]],
+    b: usize,
+    prompt: &[u32],
+) -> usize {
     let shared = |h: &[u32]| {
         let common = h.iter().zip(prompt).take_while(|(x, y)| x == y).count();
-        common.min(prompt.len().saturating_sub(1)) / PREFILL_CHUNK * PREFILL_CHUNK
+        resume_point(model, prompt.len(), common)
     };
     // The slot itself first: on a tie its cache is kept without a copy.
     let best = std::iter::once(b)

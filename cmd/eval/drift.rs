@@ -54,7 +54,7 @@ pub struct DriftArgs {
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
     /// Run every prompt from its start instead of continuing from the cached state of the
-    /// prompt it shares whole chunks with (same answers and scores, slower; for measuring)
+    /// prompt it shares a beginning with (same answers and scores, slower; for measuring)
     #[arg(long)]
     pub no_shared_prefix: bool,
     /// Speculative decoding for both builds (one answer at a time; the answers are --batch 1's)

@@ -279,10 +279,29 @@ pub(crate) fn prefill(
     prefill_sampled(model, state, prompt, 0, sampler)
 }
 
-/// [`prefill`] for a state whose cache already holds the prompt's first `held` positions,
-/// `held` a whole number of [`PREFILL_CHUNK`]s (a prompt sharing its start with an earlier
-/// one): the chunks after them are the chunks a run from position 0 would make, so the answer
-/// is bit for bit the one [`prefill`] gives.
+/// How many of a prompt's first `shared` tokens, already in a cache, a run can keep and still
+/// give bit for bit what a fresh [`prefill`] gives. At least the last prompt token always runs
+/// (its logits give the first answer token). A fresh prefill runs [`PREFILL_CHUNK`]s from
+/// position 0, so whole chunks can always be kept; when the model's rows do not depend on how
+/// a run is cut ([`Model::prompt_cuts_exact`]), any position can, as long as the rest of its
+/// chunk runs as one pass of two tokens or more (a one-token pass takes the mat-vec kernels,
+/// which round differently). Few-shot prompts then run only what follows their shared
+/// examples, not also the examples' last partial chunk.
+pub fn resume_point(model: &Model, prompt_len: usize, shared: usize) -> usize {
+    let n = shared.min(prompt_len.saturating_sub(1));
+    let whole = n / PREFILL_CHUNK * PREFILL_CHUNK;
+    if n == whole || !model.prompt_cuts_exact() {
+        return whole;
+    }
+    // The fresh run's chunk holding position n ends at `end` (> n, so end - 2 >= whole).
+    let end = (whole + PREFILL_CHUNK).min(prompt_len);
+    n.min(end - 2)
+}
+
+/// [`prefill`] for a state whose cache already holds the prompt's first `held` positions (a
+/// prompt sharing its start with an earlier one), `held` a [`resume_point`]: the passes after
+/// it end where a run from position 0 ends its chunks, so the answer is bit for bit the one
+/// [`prefill`] gives.
 pub(crate) fn prefill_after(
     model: &Model,
     state: &mut State,
@@ -290,7 +309,10 @@ pub(crate) fn prefill_after(
     held: usize,
     sampler: &mut Sampler,
 ) -> Result<u32, Error> {
-    if !held.is_multiple_of(PREFILL_CHUNK) || held >= prompt.len() || state.cache.len() != held {
+    if resume_point(model, prompt.len(), held) != held
+        || held >= prompt.len()
+        || state.cache.len() != held
+    {
         return Err(Error::Invalid(format!(
             "prefill after {held} held positions of a {}-token prompt (cache {})",
             prompt.len(),
@@ -302,8 +324,9 @@ pub(crate) fn prefill_after(
 }
 
 /// [`prefill`] for a prompt the sampler has already [`accept`](Sampler::accept)ed, from
-/// the prompt's position `from` on (0, or what [`prefill_after`] checked); the cache may hold
-/// earlier turns before the prompt.
+/// the prompt's position `from` on (0, or what [`prefill_after`] checked), in passes that end
+/// where [`PREFILL_CHUNK`]s counted from the prompt's start end; the cache may hold earlier
+/// turns before the prompt.
 fn prefill_sampled(
     model: &Model,
     state: &mut State,
@@ -312,8 +335,11 @@ fn prefill_sampled(
     sampler: &mut Sampler,
 ) -> Result<u32, Error> {
     let mut next = 0;
-    for (i, chunk) in prompt[from..].chunks(PREFILL_CHUNK).enumerate() {
-        let end = from + i * PREFILL_CHUNK + chunk.len();
+    let mut at = from;
+    while at < prompt.len() {
+        let end = ((at / PREFILL_CHUNK + 1) * PREFILL_CHUNK).min(prompt.len());
+        let chunk = &prompt[at..end];
+        at = end;
         let last = end >= prompt.len();
         let logits =
             model.forward_batch(state, chunk, if last { Logits::Last } else { Logits::None })?;

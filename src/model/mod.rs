@@ -208,6 +208,26 @@ impl Model {
                 .stored_bytes()
     }
 
+    /// Whether a prompt token's logits and cache entries are the same however the run of
+    /// tokens around it is cut into passes of two tokens or more: true unless a layer takes
+    /// the W4A16 kernels (Q4 weights with `--activations f32`). Prompts sharing a beginning
+    /// can then continue from any shared position ([`crate::generate::resume_point`]).
+    pub fn prompt_cuts_exact(&self) -> bool {
+        self.layers.iter().all(|l| {
+            [
+                &l.q_proj,
+                &l.k_proj,
+                &l.v_proj,
+                &l.o_proj,
+                &l.gate_proj,
+                &l.up_proj,
+                &l.down_proj,
+            ]
+            .iter()
+            .all(|lin| lin.weight.rows_batch_independent())
+        })
+    }
+
     /// A fresh decoding state with room for `context` positions, its KV cache in the model's
     /// precision ([`EngineConfig::kv`]).
     pub fn new_state(&self, context: usize) -> State {

@@ -270,6 +270,14 @@ impl Matrix {
         })
     }
 
+    /// Whether a row of a multi-row product comes out the same in any batch of two rows or
+    /// more. Only the W4A16 kernels' narrow tiles (one or two tokens) keep extra f32 partial
+    /// sums and so round differently; the integer, dense and f32 paths sum each row in one
+    /// order (tests/engine/batch_generation.rs checks every storage type).
+    pub(crate) fn rows_batch_independent(&self) -> bool {
+        self.w4a16_kernel().is_none()
+    }
+
     /// The packed Q4 matrix, when activations stay in f32 (W4A16 kernels).
     fn w4a16_kernel(&self) -> Option<&PackedQ4> {
         match &self.packed {

@@ -152,20 +152,26 @@ fn batched_answers_equal_single_stream_answers() {
 }
 
 /// Prompts that begin alike (few-shot examples) continue from a cache holding their shared
-/// whole prefill chunks, in place or copied from another slot, and still answer exactly as a
-/// fresh one-at-a-time prefill does. Gemma 3's sliding-window rings wrap inside these
-/// prompts, so its copies are refused and every prompt runs whole: the fallback is checked too.
+/// beginning (to the token, or to whole prefill chunks on the W4A16 path), in place or copied
+/// from another slot, and still answer exactly as a fresh one-at-a-time prefill does. Gemma
+/// 3's sliding-window rings wrap inside these prompts, so its copies are refused and its long
+/// prompts run whole: the fallback is checked too.
 #[test]
 fn shared_prompt_beginnings_give_fresh_prefill_answers() {
     use pocket::generate::PREFILL_CHUNK;
-    for (name, quant) in [
-        ("qwen2-tiny", Some("q4")),
-        ("llama-tiny", None),
-        ("gemma3-tiny", None),
+    for (name, quant, exact) in [
+        ("qwen2-tiny", Some("q4"), false),
+        ("qwen2-tiny", Some("q4"), true),
+        ("llama-tiny", None, false),
+        ("gemma3-tiny", None, false),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let path = tiny_model(name, quant, tmp.path());
-        let m = crate::common::open(&path).unwrap();
+        let m = match exact {
+            false => crate::common::open(&path).unwrap(),
+            true => crate::common::open_exact(&path).unwrap(),
+        };
+        let name = format!("{name} exact {exact}");
         let family = |words: &str| {
             let mut t = m.tokenizer.encode(&words.repeat(60), true).unwrap();
             t.truncate(3 * PREFILL_CHUNK + 40);
@@ -231,7 +237,7 @@ fn shared_prompt_beginnings_give_fresh_prefill_answers() {
         for share in [true, false] {
             let mut states: Vec<_> = (0..3).map(|_| m.model.new_state(ctx)).collect();
             let mut got: Vec<Option<Vec<u32>>> = items.iter().map(|_| None).collect();
-            let mut run = 0;
+            let mut ran = vec![0; items.len()];
             generate_text_queue(
                 &m.model,
                 &m.tokenizer,
@@ -240,7 +246,7 @@ fn shared_prompt_beginnings_give_fresh_prefill_answers() {
                 &items,
                 share,
                 |i, g| {
-                    run += g.generation.prefill_tokens;
+                    ran[i] = g.generation.prefill_tokens;
                     got[i] = Some(g.generation.tokens);
                     Ok(())
                 },
@@ -249,13 +255,123 @@ fn shared_prompt_beginnings_give_fresh_prefill_answers() {
             for (i, (a, b)) in single.iter().zip(&got).enumerate() {
                 assert_eq!(Some(a), b.as_ref(), "{name} share {share} prompt {i}");
             }
-            let total: usize = prompts.iter().map(Vec::len).sum();
-            let expect_reuse = share && name != "gemma3-tiny";
+            let whole = |i: usize| ran[i] == prompts[i].len();
+            let long = |i: usize| prompts[i].len() > PREFILL_CHUNK;
+            if !share || name.starts_with("gemma3") {
+                assert!(
+                    (0..ran.len()).filter(|&i| long(i)).all(whole),
+                    "{name} {ran:?}"
+                );
+                continue;
+            }
+            // Item 3 shares two chunks and 17 tokens with item 2: it runs the last few tokens
+            // (or, resuming at whole chunks only, its third chunk).
+            let tail = prompts[3].len() - 2 * PREFILL_CHUNK;
+            match exact {
+                false => assert!(ran[3] < tail - 15, "{name} {ran:?}"),
+                true => assert_eq!(ran[3], tail, "{name} {ran:?}"),
+            }
+        }
+    }
+}
+
+/// What token-granular prefix sharing rests on: a prompt token's computation does not depend on
+/// how the run of tokens around it is cut into passes, as long as no pass is a single token
+/// (one row takes the mat-vec kernels, which round differently). Every row's logits of one
+/// pass equal, bit for bit, those of the same tokens run in pieces of 2 to 40 tokens, on
+/// either side of the kernels' small-batch and token-split thresholds, for Q4, Q8, bf16 and
+/// f16 builds, f32 Qwen 3, Llama and Gemma 3 checkpoints and Q4_1/Q8_0 GGUFs, on the default
+/// path and on the exact one. The one exception, Q4 weights on the exact path's W4A16 kernels,
+/// must be the one the model reports.
+#[test]
+fn prompt_rows_do_not_depend_on_how_a_run_is_cut() {
+    use pocket::generate::{resume_point, PREFILL_CHUNK};
+    use pocket::model::Logits;
+    let gguf = |f: &str| common::root().join("fixtures/gguf").join(f);
+    for (name, quant) in [
+        ("qwen2-tiny", Some("q4")),
+        ("qwen2-tiny", Some("q8")),
+        ("qwen2-tiny", Some("bf16")),
+        ("qwen2-tiny", Some("f16")),
+        ("qwen3-tiny", None),
+        ("llama-tiny", None),
+        ("gemma3-tiny", None),
+        ("llama-tiny-q4_1.gguf", None),
+        ("llama-tiny-q8_0.gguf", None),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = match name.ends_with(".gguf") {
+            true => gguf(name),
+            false => tiny_model(name, quant, tmp.path()),
+        };
+        let name = format!("{name} {quant:?}");
+        for exact in [false, true] {
+            let m = match exact {
+                false => crate::common::open(&path).unwrap(),
+                true => crate::common::open_exact(&path).unwrap(),
+            };
+            let text =
+                "The committee met on Tuesday to weigh three proposals for the bridge. ".repeat(8);
+            let mut ids = m.tokenizer.encode(&text, true).unwrap();
+            ids.truncate(100);
+            assert_eq!(ids.len(), 100, "{name}: the prompt is long enough");
+            let vocab = m.model.spec.vocab_size;
+            let run = |cuts: &[usize]| {
+                let mut state = m.model.new_state(256);
+                let mut rows = Vec::new();
+                let mut at = 0;
+                for &end in cuts.iter().chain([&ids.len()]) {
+                    rows.extend(
+                        m.model
+                            .forward_batch(&mut state, &ids[at..end], Logits::All)
+                            .unwrap(),
+                    );
+                    at = end;
+                }
+                rows
+            };
+            let whole = run(&[]);
+            assert_eq!(whole.len(), ids.len() * vocab);
+            let mut sames = Vec::new();
+            for cuts in [
+                &[2, 4][..],
+                &[29, 31, 50],
+                &[17, 57],
+                &[60, 98],
+                &[3, 40, 80],
+            ] {
+                let pieces = run(cuts);
+                sames.push(
+                    whole
+                        .iter()
+                        .zip(&pieces)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                );
+            }
+            // The W4A16 kernels' one- and two-token tiles round differently: the model says
+            // so, and prompts then resume only at whole chunks.
+            let cut_free = m.model.prompt_cuts_exact();
             assert_eq!(
-                run < total,
-                expect_reuse,
-                "{name} share {share}: ran {run} of {total}"
+                cut_free,
+                !(exact && name.contains("q4")),
+                "{name} exact {exact}"
             );
+            match cut_free {
+                true => assert!(sames.iter().all(|&s| s), "{name} exact {exact}: {sames:?}"),
+                false => assert!(sames.iter().any(|&s| !s), "{name} exact {exact}"),
+            }
+            // Where a prompt sharing a beginning resumes: any shared position, leaving two
+            // tokens or more of its chunk to run; only whole chunks when cuts matter.
+            let c = PREFILL_CHUNK;
+            let at = |len, shared| resume_point(&m.model, len, shared);
+            assert_eq!(at(c + 44, c + 14), if cut_free { c + 14 } else { c });
+            assert_eq!(at(c + 44, c + 44), if cut_free { c + 42 } else { c });
+            assert_eq!(at(3 * c, c + 1), if cut_free { c + 1 } else { c });
+            assert_eq!(at(3 * c, 2 * c - 1), if cut_free { 2 * c - 2 } else { c });
+            assert_eq!(at(c + 1, c + 1), c);
+            assert_eq!(at(c + 2, c + 2), c);
+            assert_eq!(at(c, c), if cut_free { c - 2 } else { 0 });
+            assert_eq!(at(40, 3), if cut_free { 3 } else { 0 });
         }
     }
 }
