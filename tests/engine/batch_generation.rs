@@ -348,7 +348,7 @@ fn prompt_rows_do_not_depend_on_how_a_run_is_cut() {
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
                 );
             }
-            // The W4A16 kernels' one- and two-token tiles round differently: the model says
+            // The W4A16 kernels' one- and two-token tiles may round differently: the model says
             // so, and prompts then resume only at whole chunks.
             let cut_free = m.model.prompt_cuts_exact();
             assert_eq!(
@@ -356,9 +356,9 @@ fn prompt_rows_do_not_depend_on_how_a_run_is_cut() {
                 !(exact && name.contains("q4")),
                 "{name} exact {exact}"
             );
-            match cut_free {
-                true => assert!(sames.iter().all(|&s| s), "{name} exact {exact}: {sames:?}"),
-                false => assert!(sames.iter().any(|&s| !s), "{name} exact {exact}"),
+            // (Whether a W4A16 path does differ depends on the ISA: the AVX-512 one does.)
+            if cut_free {
+                assert!(sames.iter().all(|&s| s), "{name} exact {exact}: {sames:?}");
             }
             // Where a prompt sharing a beginning resumes: any shared position, leaving two
             // tokens or more of its chunk to run; only whole chunks when cuts matter.
