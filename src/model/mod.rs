@@ -187,17 +187,7 @@ impl Model {
         let layers: usize = self
             .layers
             .iter()
-            .flat_map(|l| {
-                [
-                    &l.q_proj,
-                    &l.k_proj,
-                    &l.v_proj,
-                    &l.o_proj,
-                    &l.gate_proj,
-                    &l.up_proj,
-                    &l.down_proj,
-                ]
-            })
+            .flat_map(Layer::linears)
             .map(|l| l.weight.stored_bytes())
             .sum();
         layers
@@ -213,19 +203,10 @@ impl Model {
     /// the W4A16 kernels (Q4 weights with `--activations f32`). Prompts sharing a beginning
     /// can then continue from any shared position ([`crate::generate::resume_point`]).
     pub fn prompt_cuts_exact(&self) -> bool {
-        self.layers.iter().all(|l| {
-            [
-                &l.q_proj,
-                &l.k_proj,
-                &l.v_proj,
-                &l.o_proj,
-                &l.gate_proj,
-                &l.up_proj,
-                &l.down_proj,
-            ]
+        self.layers
             .iter()
-            .all(|lin| lin.weight.rows_batch_independent())
-        })
+            .flat_map(Layer::linears)
+            .all(|l| l.weight.rows_batch_independent())
     }
 
     /// A fresh decoding state with room for `context` positions, its KV cache in the model's
@@ -332,6 +313,19 @@ impl Model {
 }
 
 impl Layer {
+    /// The layer's seven linear layers (attention's four, then the MLP's three).
+    pub fn linears(&self) -> [&Linear; 7] {
+        [
+            &self.q_proj,
+            &self.k_proj,
+            &self.v_proj,
+            &self.o_proj,
+            &self.gate_proj,
+            &self.up_proj,
+            &self.down_proj,
+        ]
+    }
+
     /// Qwen3's and Gemma's per-head RMSNorm of queries and keys (no-op for the others).
     fn qk_norm(&self, cpu: Cpu, q: &mut [f32], k: &mut [f32], head_dim: usize, eps: f32) {
         if let (Some(qn), Some(kn)) = (&self.q_norm, &self.k_norm) {
