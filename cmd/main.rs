@@ -6,6 +6,7 @@
 
 mod bench;
 mod convert;
+mod decide;
 mod eval;
 mod export;
 mod inspect;
@@ -19,7 +20,7 @@ mod settings;
 mod speculate_args;
 mod term;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The system allocator with a per-thread budget for chat-template rendering
 /// (`pocket::alloc_guard`).
@@ -74,6 +75,9 @@ enum Command {
     Quantize(quantize::QuantizeArgs),
     /// Chat with a model, or answer one prompt (-p or stdin) for scripts
     Run(run::RunArgs),
+    /// Answer typed questions (choice, yes/no, score) with probabilities from one forward
+    /// pass: the System One decision API on the command line; `decide fit` calibrates
+    Decide(decide::DecideArgs),
     /// Evaluate a model: IFEval, GSM8K, multiple choice, perplexity; compare two builds
     Eval(eval::EvalArgs),
     /// Serve a model over an OpenAI-compatible HTTP API (chat, completions, streaming, JSON
@@ -106,7 +110,8 @@ fn quiet_on_broken_pipe() {
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(a) = cli.activations {
         settings::set_activations_flag(match a {
             ActivationsArg::Int8 => pocket::config::Activations::Int8,
@@ -128,6 +133,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::main(args),
         Command::Export(args) => export::main(args),
         Command::Quantize(args) => quantize::main(args),
+        Command::Decide(args) => decide::main(args, matches.subcommand_matches("decide")),
         Command::Eval(args) => eval::main(args),
         Command::Bench(args) => bench::main(args),
     };

@@ -155,7 +155,7 @@ fn start_from(
     prompt: &[u32],
 ) -> usize {
     let shared = |h: &[u32]| {
-        let common = h.iter().zip(prompt).take_while(|(x, y)| x == y).count();
+        let common = crate::generate::common_prefix(h, prompt);
         resume_point(model, prompt.len(), common)
     };
     // The slot itself first: on a tie its cache is kept without a copy.

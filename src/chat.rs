@@ -10,6 +10,7 @@
 use crate::chat_template::Message;
 use crate::constrain::tools::{parse_calls, ToolCall};
 use crate::constrain::AnswerFormat;
+use crate::generate::common_prefix;
 use crate::generate::{generate_text_with, Assist, Control, Generation, StopAt};
 use crate::loader::LoadedModel;
 use crate::model::State;
@@ -429,8 +430,4 @@ impl<'m> ChatSession<'m> {
             }
         }
     }
-}
-
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

@@ -189,6 +189,34 @@ impl ChatTemplate {
 }
 
 impl ChatTemplate {
+    /// Renders the template with the members of the JSON object `globals` as its variables (a
+    /// decision prompt's `state`, `instructions`, `options` …), under the same fuel, memory
+    /// and output limits as a conversation.
+    pub fn render_globals(&self, globals: &serde_json::Value) -> Result<String, Error> {
+        let env = self.env.clone();
+        let globals = globals.clone();
+        let out = guarded(&self.origin, move || -> Result<String, String> {
+            let tmpl = env.get_template("chat").map_err(|e| describe(&e))?;
+            let ctx = Value::from(minijinja::value::Serde(&globals));
+            let mut out = Capped(Vec::new());
+            match tmpl.render_captured_to(ctx, &mut out) {
+                Ok(_) => String::from_utf8(out.0)
+                    .map_err(|_| "rendered text is not valid UTF-8".to_string()),
+                Err(_) if out.0.len() > MAX_RENDERED => Err(format!(
+                    "renders more than {} MiB (hostile or broken template)",
+                    MAX_RENDERED >> 20
+                )),
+                Err(e) => Err(describe(&e)),
+            }
+        })?;
+        out.map_err(|reason| Error::Template {
+            path: self.origin.clone(),
+            reason,
+        })
+    }
+}
+
+impl ChatTemplate {
     /// The template renders `tools` itself (Qwen2.5/Qwen3, Llama 3.x, Hermes): the word
     /// appears in its source. Otherwise a caller describes the tools in the system prompt.
     pub fn takes_tools(&self) -> bool {
@@ -223,6 +251,13 @@ fn tojson(value: Value, kwargs: minijinja::value::Kwargs) -> Result<Value, minij
     let mut out = String::new();
     python_json(&json, indent, 0, &mut out);
     Ok(Value::from_safe_string(out))
+}
+
+/// `json.dumps(v, ensure_ascii=False, indent=indent)` as Python writes it.
+pub fn python_json_string(v: &serde_json::Value, indent: Option<usize>) -> String {
+    let mut out = String::new();
+    python_json(v, indent, 0, &mut out);
+    out
 }
 
 fn python_json(v: &serde_json::Value, indent: Option<usize>, depth: usize, out: &mut String) {

@@ -611,6 +611,15 @@ impl KvCache {
         self.truncate(n) == n
     }
 
+    /// A copy of every stored position (a ring's slots as they are) with room for `capacity`
+    /// positions in all: what runs next in the copy computes as it would here. Decisions fork
+    /// a prompt's cache once per question and per option.
+    pub fn fork(&self, capacity: usize) -> KvCache {
+        let mut c = self.clone();
+        c.capacity = capacity.max(self.len);
+        c
+    }
+
     /// A copy of the first `n` positions (a prompt cache's entry), in as little memory as they
     /// take; `None` when fewer are stored or a ring has wrapped.
     pub fn prefix(&self, n: usize) -> Option<KvCache> {

@@ -14,6 +14,7 @@ pub mod chat;
 pub mod chat_template;
 pub mod config;
 pub mod constrain;
+pub mod decide;
 pub mod error;
 pub mod generate;
 pub mod kernels;

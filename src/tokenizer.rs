@@ -85,6 +85,20 @@ impl TextTokenizer {
         format!("{model}, {} tokens ({added} added)", self.vocab_size())
     }
 
+    /// Every added token's text (special or not): the tokenizer matches these in raw text
+    /// before anything else, so user text that spells one would become that token.
+    pub fn added_token_texts(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .inner
+            .get_added_tokens_decoder()
+            .into_values()
+            .map(|t| t.content)
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// Special (added, `special: true`) tokens and their ids.
     pub fn special_tokens(&self) -> Vec<(u32, String)> {
         let mut v: Vec<(u32, String)> = self

@@ -251,6 +251,11 @@ pub fn generate_with(
     })
 }
 
+/// How many leading ids `a` and `b` share: what a cache holding `a` can keep for `b`.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// The prompt is not empty and fits what the KV cache still holds.
 fn check_room(state: &State, prompt: &[u32]) -> Result<(), Error> {
     if prompt.is_empty() {

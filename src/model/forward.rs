@@ -7,7 +7,7 @@ use super::linear::{Linear, Observer, Site};
 use super::rows::{
     add_rows, norm_rows, norm_rows_in_place, on_pool, pool_rows, rows_per_task, ELEMS_PER_TASK,
 };
-use super::{Layer, Logits, Model, State};
+use super::{Layer, Logits, Model, Picked, State};
 use crate::attention::{attend, Split};
 use crate::kernels::norm::rms_norm;
 use crate::Error;
@@ -51,6 +51,100 @@ impl Model {
         tokens: &[u32],
         lens: &[usize],
         want: Logits,
+        obs: Option<&mut dyn Observer>,
+        rounding: Rounding,
+    ) -> Result<Vec<f32>, Error> {
+        let steps = rounding == Rounding::Steps;
+        let (s, n, h) = (&self.spec, tokens.len(), self.spec.hidden_size);
+        let eps = s.rms_norm_eps as f32;
+        let x = self.run_layers(states, tokens, lens, obs, rounding)?;
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        Ok(match want {
+            Logits::None => Vec::new(),
+            Logits::Last => {
+                let st = states.last_mut().expect("checked: not empty");
+                rms_norm(
+                    self.config.cpu,
+                    &x[(n - 1) * h..],
+                    &self.norm,
+                    eps,
+                    &mut st.xn,
+                );
+                head.matvec(&st.xn, &mut st.logits);
+                self.softcap(&mut st.logits);
+                Vec::new()
+            }
+            Logits::All => {
+                let xn = norm_rows(self.config.cpu, &x, &self.norm, eps);
+                let mut out = vec![0.0; n * s.vocab_size];
+                match n {
+                    1 => head.matvec(&xn, &mut out),
+                    _ if steps => head.matmul_as_matvec(&xn, n, &mut out),
+                    _ => head.matmul(&xn, n, &mut out),
+                }
+                self.softcap(&mut out);
+                out
+            }
+        })
+    }
+
+    /// [`Model::forward`] that returns, for the rows `picked` (indices into `tokens`), their
+    /// final-normed hidden states (the head's input, `picked.len() × hidden`) and, when
+    /// `logits`, their logits (`picked.len() × vocab`): what a decision reads, without the
+    /// head's cost for the rows it does not read. One picked row's logits are computed as a
+    /// decode step's last row is (the mat-vec kernel), so they equal [`Logits::Last`]'s.
+    pub fn forward_picked(
+        &self,
+        states: &mut [&mut State],
+        tokens: &[u32],
+        lens: &[usize],
+        picked: &[usize],
+        logits: bool,
+    ) -> Result<Picked, Error> {
+        let (s, n, h) = (&self.spec, tokens.len(), self.spec.hidden_size);
+        if let Some(&r) = picked.iter().find(|&&r| r >= n) {
+            return Err(Error::Invalid(format!(
+                "forward_picked: row {r} of a pass of {n}"
+            )));
+        }
+        let x = self.run_layers(states, tokens, lens, None, Rounding::Batch)?;
+        let rows: Vec<f32> = picked
+            .iter()
+            .flat_map(|&r| x[r * h..(r + 1) * h].iter().copied())
+            .collect();
+        let eps = s.rms_norm_eps as f32;
+        let hidden = match picked.len() {
+            0 => Vec::new(),
+            1 => {
+                let mut o = vec![0.0; h];
+                rms_norm(self.config.cpu, &rows, &self.norm, eps, &mut o);
+                o
+            }
+            _ => norm_rows(self.config.cpu, &rows, &self.norm, eps),
+        };
+        let mut out = Vec::new();
+        if logits && !picked.is_empty() {
+            let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+            out = vec![0.0; picked.len() * s.vocab_size];
+            match picked.len() {
+                1 => head.matvec(&hidden, &mut out),
+                m => head.matmul(&hidden, m, &mut out),
+            }
+            self.softcap(&mut out);
+        }
+        Ok(Picked {
+            hidden,
+            logits: out,
+        })
+    }
+
+    /// The layer loop of a pass: the residual stream after the last layer (`n × hidden`, before
+    /// the final norm), every row's keys and values pushed into its sequence's cache.
+    fn run_layers(
+        &self,
+        states: &mut [&mut State],
+        tokens: &[u32],
+        lens: &[usize],
         mut obs: Option<&mut dyn Observer>,
         rounding: Rounding,
     ) -> Result<Vec<f32>, Error> {
@@ -119,8 +213,6 @@ impl Model {
             );
             add_rows(&mut x, &down, h);
         }
-
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         if observing {
             see(
                 self.layers.len(),
@@ -128,33 +220,7 @@ impl Model {
                 &norm_rows(self.config.cpu, &x, &self.norm, eps),
             );
         }
-        Ok(match want {
-            Logits::None => Vec::new(),
-            Logits::Last => {
-                let st = states.last_mut().expect("checked: not empty");
-                rms_norm(
-                    self.config.cpu,
-                    &x[(n - 1) * h..],
-                    &self.norm,
-                    eps,
-                    &mut st.xn,
-                );
-                head.matvec(&st.xn, &mut st.logits);
-                self.softcap(&mut st.logits);
-                Vec::new()
-            }
-            Logits::All => {
-                let xn = norm_rows(self.config.cpu, &x, &self.norm, eps);
-                let mut out = vec![0.0; n * s.vocab_size];
-                match n {
-                    1 => head.matvec(&xn, &mut out),
-                    _ if steps => head.matmul_as_matvec(&xn, n, &mut out),
-                    _ => head.matmul(&xn, n, &mut out),
-                }
-                self.softcap(&mut out);
-                out
-            }
-        })
+        Ok(x)
     }
 
     /// Runs one token at the next position of `state`. Returns the logits when `want_logits`

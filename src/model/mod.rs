@@ -31,6 +31,15 @@ pub enum Logits {
     All,
 }
 
+/// What [`Model::forward_picked`] returns for its picked rows.
+#[derive(Debug, Default)]
+pub struct Picked {
+    /// Each picked row's hidden state after the final norm (the head's input), `rows × hidden`.
+    pub hidden: Vec<f32>,
+    /// Each picked row's logits, `rows × vocab` (empty unless asked for).
+    pub logits: Vec<f32>,
+}
+
 pub struct Layer {
     pub input_norm: Vec<f32>,
     pub q_proj: Linear,
@@ -229,6 +238,12 @@ impl Model {
                 precision.head_bytes(s.head_dim, held) * s.num_kv_heads
             })
             .sum()
+    }
+
+    /// A state over `cache` (a fork of another state's, say).
+    pub fn state_with(&self, cache: KvCache) -> State {
+        let s = &self.spec;
+        State::new(cache, s.hidden_size, s.vocab_size)
     }
 
     /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).

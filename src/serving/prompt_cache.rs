@@ -59,7 +59,7 @@ impl PromptCache {
             .enumerate()
             .map(|(index, e)| Found {
                 index,
-                len: super::worker::common_prefix(&e.tokens, prompt).min(at_most),
+                len: crate::generate::common_prefix(&e.tokens, prompt).min(at_most),
             })
             .filter(|f| f.len > 0)
             .max_by_key(|f| f.len)

@@ -7,7 +7,7 @@ use super::decoding::{Decoding, Next, Taken};
 use super::logprobs::{forced, logprob_of, TokenLogprob};
 use super::prompt_cache::PromptCache;
 use super::{add, Capacity, Event, Failure, Finished, Job, Msg, Shared, BATCH_BUCKETS};
-use crate::generate::{FinishReason, PREFILL_CHUNK};
+use crate::generate::{common_prefix, FinishReason, PREFILL_CHUNK};
 use crate::loader::LoadedModel;
 use crate::model::{Logits, State};
 use crate::sampler::Sampler;
@@ -176,10 +176,6 @@ fn publish(shared: &Shared, slots: &[Slot], kept: &PromptCache) {
     st.prompt_cache_bytes.store(kept.bytes(), Ordering::Relaxed);
     let kv: usize = slots.iter().map(|s| s.state.cache.bytes()).sum();
     shared.stats.kv_bytes.store(kv, Ordering::Relaxed);
-}
-
-pub(super) fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Gives free slots to waiting jobs in order: each takes the free slot whose cache shares the

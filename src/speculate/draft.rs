@@ -8,6 +8,7 @@
 //! Both models run on the one worker pool, one after the other.
 
 use super::policy::Policy;
+use crate::generate::common_prefix;
 use crate::loader::LoadedModel;
 use crate::model::{Logits, Model, State};
 use crate::sampler::Sampler;
@@ -77,10 +78,6 @@ impl<'m> Draft<'m> {
             self.cached.push(t);
         }
     }
-}
-
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Refuses a draft that cannot propose for `target`: its tokenizer must spell every id as the

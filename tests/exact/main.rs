@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod decide;
 mod gguf_export;
 mod gguf_import;
 mod qat_import;
