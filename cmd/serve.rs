@@ -18,7 +18,8 @@ pub enum LogFormat {
 #[derive(Args)]
 #[command(after_help = "\
 Endpoints: POST /v1/chat/completions (streaming with \"stream\": true), POST /v1/completions, \
-GET /v1/models, GET /health, GET /metrics (Prometheus), GET /openapi.json. Request and response \
+POST /v1/systemone (System One decisions: typed choice / noul / score questions answered with \
+probabilities from one forward pass; see `pocket decide --help`), GET /v1/models, GET /health, GET /metrics (Prometheus), GET /openapi.json. Request and response \
 shapes are OpenAI's: messages, temperature, top_p, max_tokens / max_completion_tokens, stop, \
 seed, n=1, stream, stream_options.include_usage, response_format (json_object, json_schema: the \
 answer is constrained to parse and validate), tools / tool_choice (calls come back as \
@@ -101,6 +102,9 @@ pub struct ServeArgs {
     /// Skip the .pocket checksum verification at load
     #[arg(long)]
     pub no_verify: bool,
+    /// How POST /v1/systemone asks and reads its questions
+    #[command(flatten)]
+    pub decide: crate::decide::HowArgs,
     /// Testing: pause this many milliseconds after every decode step
     #[arg(long, hide = true, default_value_t = 0)]
     pub debug_step_delay_ms: u64,
@@ -149,6 +153,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         bail!("--api-key: use printable ASCII without spaces (it travels in an HTTP header)");
     }
     crate::term::set_threads(args.threads)?;
+    let decide = args.decide.settings()?;
     let options = crate::settings::load_options(!args.no_verify)?;
     let m = LoadedModel::open_with(&args.model, options)?;
     if m.template.is_none() {
@@ -158,6 +163,9 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
             args.model.display()
         );
     }
+    // A head that does not fit the model is refused now, not at the first decision.
+    pocket::decide::Decider::new(&m, decide.clone())
+        .with_context(|| format!("the decision settings for {}", args.model.display()))?;
     let slots = args.parallel as usize;
     let prompt_cache = args
         .prompt_cache
@@ -201,6 +209,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         api_key,
         log_json: matches!(args.log_format, LogFormat::Json),
         step_delay: Duration::from_millis(args.debug_step_delay_ms),
+        decide,
     };
     pocket_serve::run(Arc::new(m), opts)
         .with_context(|| format!("serving {}", args.model.display()))?;

@@ -241,7 +241,7 @@ pub fn main(a: FitArgs) -> Result<ExitCode> {
         bail!("decide fit starts from the zero-shot readout; leave out --head");
     }
     if matches!(settings.style, Some(Style::Pointer | Style::Probe)) {
-        bail!("--readout {}: fit needs a zero-shot readout (keys or letters); --train-head trains a probe", a.ask.readout.as_deref().unwrap_or(""));
+        bail!("--readout {}: fit needs a zero-shot readout (keys or letters); --train-head trains a probe", a.ask.how.readout.as_deref().unwrap_or(""));
     }
     let t0 = Instant::now();
     let (m, ctx) = a.ask.load(&a.model)?;

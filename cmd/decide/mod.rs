@@ -75,19 +75,26 @@ pub struct DecideArgs {
 
 /// How questions are asked and read (decide, decide fit, eval decide and serve share these).
 #[derive(Args, Clone, Debug)]
-pub struct AskArgs {
-    /// keys, letters, pointer or probe (default: the head's, else keys)
+pub struct HowArgs {
+    /// Decisions: keys, letters, pointer or probe (default: the head's, else keys)
     #[arg(long, value_name = "READOUT")]
     pub readout: Option<String>,
-    /// state-first or question-first (default: the head's, else state-first)
+    /// Decisions: state-first or question-first (default: the head's, else state-first)
     #[arg(long, value_name = "ORDER")]
     pub order: Option<String>,
-    /// Ask each choice question in both option orders and average the two
+    /// Decisions: ask each choice question in both option orders and average the two
     #[arg(long)]
     pub reverse: bool,
     /// A decision head from `pocket decide fit`: fitted temperatures, and a probe or pointer
     #[arg(long, value_name = "FILE")]
     pub head: Option<PathBuf>,
+}
+
+/// [`HowArgs`] and the model's context and threads.
+#[derive(Args, Clone, Debug)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub how: HowArgs,
     /// Context length in tokens (default: the model's maximum, fitted to memory)
     #[arg(long)]
     pub ctx: Option<usize>,
@@ -97,6 +104,12 @@ pub struct AskArgs {
 }
 
 impl AskArgs {
+    pub fn settings(&self) -> Result<Settings> {
+        self.how.settings()
+    }
+}
+
+impl HowArgs {
     pub fn settings(&self) -> Result<Settings> {
         let style = match self.readout.as_deref() {
             None => None,
@@ -112,7 +125,7 @@ impl AskArgs {
                 })?),
             };
         let head = match &self.head {
-            Some(p) => Some(Head::load(p)?),
+            Some(p) => Some(std::sync::Arc::new(Head::load(p)?)),
             None => None,
         };
         Ok(Settings {
@@ -122,7 +135,9 @@ impl AskArgs {
             head,
         })
     }
+}
 
+impl AskArgs {
     /// The model, loaded with this process's engine settings, and the context it runs with.
     pub fn load(&self, path: &Path) -> Result<(LoadedModel, usize)> {
         crate::term::set_threads(self.threads)?;

@@ -16,6 +16,8 @@ pub struct App {
     pub model: Arc<LoadedModel>,
     pub engine: Engine,
     pub defaults: Defaults,
+    /// How `/v1/systemone` asks and reads (readout, order, head).
+    pub decide: pocket::decide::Settings,
     /// The name clients send as `model` (and `/v1/models` lists).
     pub model_id: String,
     pub fingerprint: String,
@@ -68,6 +70,7 @@ impl App {
             model,
             engine,
             defaults,
+            decide: pocket::decide::Settings::default(),
             model_id,
             created: now_secs(),
             max_body,

@@ -96,6 +96,16 @@ impl ApiError {
         )
     }
 
+    pub fn unsupported_encoding(encoding: &str) -> ApiError {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            format!(
+                "Content-Encoding {encoding:?} is not supported: send the body plain or as zstd"
+            ),
+        )
+    }
+
     pub fn timeout(what: &str) -> ApiError {
         ApiError::new(
             StatusCode::REQUEST_TIMEOUT,

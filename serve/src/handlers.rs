@@ -23,7 +23,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// The engine's events for one request, into a channel the handler reads.
-struct ChannelSink(UnboundedSender<Event>);
+pub(crate) struct ChannelSink(pub(crate) UnboundedSender<Event>);
 
 impl Sink for ChannelSink {
     fn send(&mut self, event: Event) {
@@ -163,6 +163,7 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
         max_tokens: p.settings.max_tokens,
         guide: p.guide,
         logprobs: p.logprobs,
+        decision: None,
         sink: Box::new(ChannelSink(tx)),
     };
     if let Err((refused, _)) = app.engine.submit(job) {
@@ -240,6 +241,7 @@ impl Answer {
                 }
                 Some(Event::Done(f)) => break f,
                 Some(Event::Failed(fl)) => return self.refuse(Some(fl)),
+                Some(Event::Decided(_)) => return self.refuse(None),
                 None => return self.refuse(None),
             }
         };
@@ -381,6 +383,7 @@ impl Streaming {
                 self.text(&shown, lp);
             }
             Some(Event::Done(f)) => self.finish(f),
+            Some(Event::Decided(_)) => self.error(failure(None)),
             Some(Event::Failed(fl)) => self.error(failure(Some(fl))),
             None => self.error(failure(None)),
         }

@@ -6,12 +6,14 @@
 //! - prompt.rs: a request made into prompt ids, sampling and a constraint for the engine;
 //! - response.rs: response objects, chunks, logprobs, tool calls;
 //! - handlers.rs: the two generation endpoints, whole or streamed;
+//! - decide.rs: `/v1/systemone`, System One decisions;
 //! - routes.rs: the router, the API key, the small endpoints; app.rs: shared state, ids and
 //!   the per-request log line; metrics.rs: `/metrics`;
 //! - conn.rs: connections (timeouts, a cap, graceful shutdown).
 
 mod app;
 mod conn;
+mod decide;
 mod error;
 mod handlers;
 mod metrics;
@@ -70,6 +72,8 @@ pub struct Options {
     pub log_json: bool,
     /// A pause after each decode step (tests; zero otherwise).
     pub step_delay: Duration,
+    /// How `/v1/systemone` asks and reads its questions.
+    pub decide: pocket::decide::Settings,
 }
 
 /// Serves `model` until SIGINT or SIGTERM, then shuts down gracefully: no new connections or
@@ -89,7 +93,7 @@ pub fn run(model: Arc<LoadedModel>, opts: Options) -> Result<(), ServeError> {
     )?;
     engine.set_step_delay(opts.step_delay);
     let defaults = prompt::Defaults::for_model(&model, opts.max_tokens_limit, opts.context);
-    let app = Arc::new(app::App::new(
+    let mut app = app::App::new(
         model,
         engine,
         defaults,
@@ -98,7 +102,9 @@ pub fn run(model: Arc<LoadedModel>, opts: Options) -> Result<(), ServeError> {
         opts.read_timeout,
         opts.api_key.clone(),
         opts.log_json,
-    ));
+    );
+    app.decide = opts.decide.clone();
+    let app = Arc::new(app);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // Requests are prepared (templates, grammars) on the blocking pool: a few threads keep

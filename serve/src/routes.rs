@@ -21,6 +21,7 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
+        .route("/v1/systemone", post(crate::decide::systemone))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/health", get(health))
@@ -53,7 +54,22 @@ fn model_object(app: &App) -> serde_json::Value {
 
 async fn models(State(app): State<Arc<App>>) -> Response {
     app.metrics.count("models", 200);
-    json_response(&json!({"object": "list", "data": [model_object(&app)]}))
+    // OpenAI's list and System One's in one object: clients of both read their own key.
+    json_response(&json!({
+        "object": "list",
+        "data": [model_object(&app)],
+        "models": [{
+            "name": app.model_id,
+            "description": format!(
+                "{} served by pocket: chat and completions, and System One decisions \
+                 ({} readout) at /v1/systemone",
+                app.model_id,
+                app.decide.style.or(app.decide.head.as_ref().map(|h| h.style))
+                    .unwrap_or(pocket::decide::DEFAULT_STYLE).name()
+            ),
+            "release_date": date_of(app.created),
+        }],
+    }))
 }
 
 async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
@@ -118,4 +134,29 @@ async fn not_found(State(app): State<Arc<App>>, req: Request) -> Response {
 async fn method_not_allowed(State(app): State<Arc<App>>, method: Method, req: Request) -> Response {
     app.metrics.count("unknown", 405);
     ApiError::method_not_allowed(method.as_str(), req.uri().path()).into_response()
+}
+
+/// `YYYY-MM-DD` of a Unix time (UTC): the served model's `release_date`, its start day.
+fn date_of(secs: u64) -> String {
+    // Howard Hinnant's days-to-civil.
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(super::date_of(0), "1970-01-01");
+        assert_eq!(super::date_of(1_796_428_800), "2026-12-05");
+        assert_eq!(super::date_of(951_782_400), "2000-02-29");
+    }
 }

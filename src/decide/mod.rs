@@ -24,8 +24,9 @@ pub use answer::Temperatures;
 pub use head::{Head, Weights};
 pub use readout::Scores;
 pub use render::{Order, Plan, Style};
-pub use request::{Invalid, Kind, Limits, Question, Request};
+pub use request::{Invalid, Kind, Limits, Loc, Question, Request};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a [`Decider`] asks and reads; unset fields come from the head, else the defaults.
@@ -35,7 +36,7 @@ pub struct Settings {
     pub order: Option<Order>,
     /// Ask each choice question in both option orders and average (llama.cpp's `lev`).
     pub reverse: Option<bool>,
-    pub head: Option<Head>,
+    pub head: Option<Arc<Head>>,
 }
 
 /// The readout when nothing says otherwise: the option keys' log-likelihood (docs/decisions.md
@@ -46,7 +47,7 @@ pub const DEFAULT_ORDER: Order = Order::StateFirst;
 pub struct Decider<'m> {
     pub model: &'m LoadedModel,
     builtin: render::Builtin<'m>,
-    pub head: Option<Head>,
+    pub head: Option<Arc<Head>>,
     pub temperatures: Temperatures,
     pub reverse: bool,
     pub limits: Limits,
@@ -193,7 +194,7 @@ impl<'m> Decider<'m> {
             cached.extend_from_slice(chunk);
         }
         let t1 = Instant::now();
-        let scores = readout::evaluate(model, state, plan, self.head.as_ref(), hidden);
+        let scores = readout::evaluate(model, state, plan, self.head.as_deref(), hidden);
         cached.truncate(state.cache.len());
         let scores = scores.inspect_err(|_| {
             state.cache.clear();

@@ -49,9 +49,18 @@ fn copy_of(model: &Model, from: &State, extra: usize) -> State {
     model.state_with(from.cache.fork(from.cache.len() + extra))
 }
 
+/// One plan to read: its state (the cache holding the plan's shared tokens), the head for
+/// marker and last-position readouts, and whether every variant's last hidden state is
+/// wanted too (features for fitting a head).
+pub struct Ask<'a> {
+    pub state: &'a mut State,
+    pub plan: &'a Plan,
+    pub head: Option<&'a Head>,
+    pub hidden: bool,
+}
+
 /// Runs `plan` over `state`, whose cache holds `plan.shared` positions (its prefix), and
-/// leaves it holding just those. `head` scores marker and last-position readouts; `hidden`
-/// asks for every variant's last hidden state too.
+/// leaves it holding just those.
 pub fn evaluate(
     model: &Model,
     state: &mut State,
@@ -59,43 +68,85 @@ pub fn evaluate(
     head: Option<&Head>,
     hidden: bool,
 ) -> Result<Scores, Error> {
-    let p = plan.shared;
-    if state.cache.len() != p {
-        return Err(Error::Invalid(format!(
-            "evaluate: the cache holds {} positions, the plan shares {p}",
-            state.cache.len()
-        )));
+    let mut asks = [Ask {
+        state,
+        plan,
+        head,
+        hidden,
+    }];
+    Ok(evaluate_many(model, &mut asks)?.remove(0))
+}
+
+/// One variant of one ask, and the cache it runs in.
+struct Item {
+    ask: usize,
+    variant: usize,
+    /// Its own fork of the ask's state (`None`: the ask's one variant runs in the state).
+    fork: Option<State>,
+}
+
+/// [`evaluate`] for several plans at once (a server's concurrent requests): every variant of
+/// every ask in the same passes, so the weights are read once for all of them.
+pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Error> {
+    for a in asks.iter() {
+        if a.state.cache.len() != a.plan.shared {
+            return Err(Error::Invalid(format!(
+                "evaluate: the cache holds {} positions, the plan shares {}",
+                a.state.cache.len(),
+                a.plan.shared
+            )));
+        }
     }
     let (h, vocab) = (model.spec.hidden_size, model.spec.vocab_size);
-    let n = plan.variants.len();
-    let mut out = Scores {
-        raw: vec![Vec::new(); n],
-        hidden: vec![Vec::new(); if hidden { n } else { 0 }],
+    let mut out: Vec<Scores> = asks
+        .iter()
+        .map(|a| {
+            let n = a.plan.variants.len();
+            Scores {
+                raw: vec![Vec::new(); n],
+                hidden: vec![Vec::new(); if a.hidden { n } else { 0 }],
+            }
+        })
+        .collect();
+    let mut items: Vec<Item> = Vec::new();
+    for (ai, a) in asks.iter().enumerate() {
+        let n = a.plan.variants.len();
+        for vi in 0..n {
+            items.push(Item {
+                ask: ai,
+                variant: vi,
+                fork: None,
+            });
+        }
+    }
+    let longest_key = |r: &Read| match r {
+        Read::Keys(k) => k.iter().map(Vec::len).max().unwrap_or(0),
+        _ => 0,
     };
-    // Keys readouts continue from their question's cache in pass 2.
-    let mut kept: Vec<Option<State>> = (0..n).map(|_| None).collect();
-    let one = n == 1;
-    let starts: Vec<usize> = (0..n).step_by(GROUP).collect();
-    for &g0 in &starts {
-        let group = g0..(g0 + GROUP).min(n);
-        let vs = &plan.variants[group.clone()];
-        let longest_key = |r: &Read| match r {
-            Read::Keys(k) => k.iter().map(Vec::len).max().unwrap_or(0),
-            _ => 0,
-        };
-        let mut own: Vec<State> = Vec::new();
-        if !one {
-            for v in vs {
-                let extra = v.tokens.len() - p + longest_key(&v.read);
-                own.push(copy_of(model, state, extra));
+    // Pass 1: every variant's own tokens.
+    let n_items = items.len();
+    for group in (0..n_items)
+        .step_by(GROUP)
+        .map(|g| g..(g + GROUP).min(n_items))
+    {
+        for it in &mut items[group.clone()] {
+            let a = &asks[it.ask];
+            if a.plan.variants.len() > 1 {
+                let v = &a.plan.variants[it.variant];
+                let extra = v.tokens.len() - a.plan.shared + longest_key(&v.read);
+                it.fork = Some(copy_of(model, a.state, extra));
             }
         }
         let mut tokens = Vec::new();
         let mut lens = Vec::new();
-        // Per variant: the picked rows' range, and the index of its last row among them.
+        // Per item: its picked rows' range (markers, then the last row).
         let mut picked = Vec::new();
         let mut spans = Vec::new();
-        for v in vs {
+        let mut want_logits = false;
+        for it in &items[group.clone()] {
+            let plan = asks[it.ask].plan;
+            let v = &plan.variants[it.variant];
+            let p = plan.shared;
             let base = tokens.len();
             let suffix = &v.tokens[p..];
             tokens.extend_from_slice(suffix);
@@ -106,73 +157,85 @@ pub fn evaluate(
             }
             picked.push(base + suffix.len() - 1);
             spans.push((first, picked.len()));
+            want_logits |= matches!(v.read, Read::Labels(_) | Read::Keys(_));
         }
-        let want_logits = vs
-            .iter()
-            .any(|v| matches!(v.read, Read::Labels(_) | Read::Keys(_)));
         let rows = {
-            let mut refs: Vec<&mut State> = if one {
-                vec![&mut *state]
-            } else {
-                own.iter_mut().collect()
-            };
+            let in_place: Vec<usize> = items[group.clone()]
+                .iter()
+                .filter(|it| it.fork.is_none())
+                .map(|it| it.ask)
+                .collect();
+            let mut shared: Vec<Option<&mut State>> = asks
+                .iter_mut()
+                .enumerate()
+                .map(|(i, a)| in_place.contains(&i).then_some(&mut *a.state))
+                .collect();
+            let mut refs: Vec<&mut State> = Vec::with_capacity(lens.len());
+            for it in &mut items[group.clone()] {
+                match it.fork.as_mut() {
+                    Some(f) => refs.push(f),
+                    None => refs.push(shared[it.ask].take().expect("one variant per ask")),
+                }
+            }
             model.forward_picked(&mut refs, &tokens, &lens, &picked, want_logits)?
         };
-        for (j, v) in vs.iter().enumerate() {
-            let vi = group.start + j;
-            let (a, b) = spans[j];
-            let last = b - 1;
+        for (j, it) in items[group.clone()].iter().enumerate() {
+            let a = &asks[it.ask];
+            let v = &a.plan.variants[it.variant];
+            let (first, end) = spans[j];
+            let last = end - 1;
             let hid = |r: usize| &rows.hidden[r * h..(r + 1) * h];
             let logits = |r: usize| &rows.logits[r * vocab..(r + 1) * vocab];
-            if hidden {
-                out.hidden[vi] = hid(last).to_vec();
+            let o = &mut out[it.ask];
+            if a.hidden {
+                o.hidden[it.variant] = hid(last).to_vec();
             }
-            out.raw[vi] = match &v.read {
+            o.raw[it.variant] = match &v.read {
                 Read::Labels(groups) => groups
                     .iter()
                     .map(|g| logsumexp(g.iter().map(|&id| logits(last)[id as usize] as f64)))
                     .collect(),
                 Read::Keys(keys) => keys.iter().map(|k| log_prob(logits(last), k[0])).collect(),
                 Read::Markers(_) => {
-                    let head = need_head(head, "a pointer readout")?;
-                    let markers: Vec<&[f32]> = (a..last).map(hid).collect();
+                    let head = need_head(a.head, "a pointer readout")?;
+                    let markers: Vec<&[f32]> = (first..last).map(hid).collect();
                     head.pointer_scores(hid(last), &markers)?
                 }
                 Read::Last(keys) => {
-                    need_head(head, "a probe readout")?.probe_scores(hid(last), keys)?
+                    need_head(a.head, "a probe readout")?.probe_scores(hid(last), keys)?
                 }
             };
         }
-        if !one {
-            for (j, st) in own.into_iter().enumerate() {
-                if matches!(vs[j].read, Read::Keys(_)) {
-                    kept[group.start + j] = Some(st);
-                }
+        // Forks of variants without a second pass are dropped now (their memory back).
+        for it in &mut items[group] {
+            let v = &asks[it.ask].plan.variants[it.variant];
+            if !matches!(v.read, Read::Keys(_)) {
+                it.fork = None;
             }
         }
     }
-    // Pass 2: the rest of each key after its first token.
+    // Pass 2: the rest of each key after its first token, continuing its variant's cache.
     let mut jobs: Vec<(usize, usize)> = Vec::new();
-    for (vi, v) in plan.variants.iter().enumerate() {
-        if let Read::Keys(keys) = &v.read {
+    for (ii, it) in items.iter().enumerate() {
+        if let Read::Keys(keys) = &asks[it.ask].plan.variants[it.variant].read {
             jobs.extend(
                 (0..keys.len())
                     .filter(|&i| keys[i].len() > 1)
-                    .map(|i| (vi, i)),
+                    .map(|i| (ii, i)),
             );
         }
     }
     for chunk in jobs.chunks(GROUP) {
         let mut states = Vec::with_capacity(chunk.len());
         let (mut tokens, mut lens) = (Vec::new(), Vec::new());
-        for &(vi, i) in chunk {
-            let v = &plan.variants[vi];
-            let Read::Keys(keys) = &v.read else {
+        for &(ii, i) in chunk {
+            let it = &items[ii];
+            let Read::Keys(keys) = &asks[it.ask].plan.variants[it.variant].read else {
                 unreachable!("keys jobs")
             };
-            let src = match kept[vi].as_ref() {
+            let src = match it.fork.as_ref() {
                 Some(s) => s,
-                None => &*state,
+                None => &*asks[it.ask].state,
             };
             let k = &keys[i];
             states.push(copy_of(model, src, k.len()));
@@ -185,18 +248,21 @@ pub fn evaluate(
             model.forward_picked(&mut refs, &tokens, &lens, &picked, true)?
         };
         let mut r = 0;
-        for &(vi, i) in chunk {
-            let Read::Keys(keys) = &plan.variants[vi].read else {
+        for &(ii, i) in chunk {
+            let it = &items[ii];
+            let Read::Keys(keys) = &asks[it.ask].plan.variants[it.variant].read else {
                 unreachable!("keys jobs")
             };
-            let k = &keys[i];
-            for &next in &k[1..] {
-                out.raw[vi][i] += log_prob(&rows.logits[r * vocab..(r + 1) * vocab], next);
+            for &next in &keys[i][1..] {
+                out[it.ask].raw[it.variant][i] +=
+                    log_prob(&rows.logits[r * vocab..(r + 1) * vocab], next);
                 r += 1;
             }
         }
     }
-    state.cache.truncate(p);
+    for a in asks.iter_mut() {
+        a.state.cache.truncate(a.plan.shared);
+    }
     Ok(out)
 }
 

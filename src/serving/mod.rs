@@ -69,7 +69,31 @@ pub struct Job {
     pub guide: Option<Guide>,
     /// Report each token's log-probability and this many alternatives.
     pub logprobs: Option<usize>,
+    /// A decision instead of an answer (then `prompt` is empty and the sampling fields are
+    /// unused).
+    pub decision: Option<Decision>,
     pub sink: Box<dyn Sink>,
+}
+
+/// A System One decision in the engine: the plan's shared tokens run as a prompt (reusing a
+/// slot's or the prompt cache's prefix like any prompt), then its questions are read in one
+/// pass together with every other decision ready at that step, and the scores come back as
+/// [`Event::Decided`]. No token is generated.
+pub struct Decision {
+    pub plan: crate::decide::Plan,
+    pub head: Option<Arc<crate::decide::Head>>,
+}
+
+/// A decision's scores, and where its time went.
+#[derive(Debug)]
+pub struct Decided {
+    pub scores: crate::decide::Scores,
+    pub prompt_tokens: usize,
+    /// Shared tokens taken from a cache instead of being run.
+    pub cached_tokens: usize,
+    /// From admission to the readout's start (the shared tokens' prefill).
+    pub prefill_time: Duration,
+    pub readout_time: Duration,
 }
 
 /// Where a job's events go. Called on the engine thread: `send` must not block.
@@ -94,6 +118,8 @@ pub enum Event {
         logprob: Option<TokenLogprob>,
     },
     Done(Finished),
+    /// A decision job's scores (its last event).
+    Decided(Decided),
     Failed(Failure),
 }
 
@@ -162,6 +188,9 @@ pub struct Snapshot {
     pub prompt_cache_bytes: usize,
     pub prompt_cache_budget: usize,
     pub generated_tokens: u64,
+    /// Decision jobs answered, and the readout passes that answered them.
+    pub decisions: u64,
+    pub decision_passes: u64,
     pub decode_steps: u64,
     /// Rows over all decode steps (÷ steps: the mean batch).
     pub decode_rows: u64,
@@ -192,6 +221,8 @@ struct Stats {
     prompt_cache_entries: AtomicUsize,
     prompt_cache_bytes: AtomicUsize,
     generated_tokens: AtomicU64,
+    decisions: AtomicU64,
+    decision_passes: AtomicU64,
     decode_steps: AtomicU64,
     decode_rows: AtomicU64,
     batch_sizes: [AtomicU64; 7],
@@ -359,6 +390,8 @@ impl Engine {
             prompt_cache_bytes: s.prompt_cache_bytes.load(Ordering::Relaxed),
             prompt_cache_budget: self.capacity.prompt_cache,
             generated_tokens: get(&s.generated_tokens),
+            decisions: get(&s.decisions),
+            decision_passes: get(&s.decision_passes),
             decode_steps: get(&s.decode_steps),
             decode_rows: get(&s.decode_rows),
             batch_sizes: std::array::from_fn(|i| get(&s.batch_sizes[i])),

@@ -48,8 +48,10 @@ struct Live<'m> {
     prompt_tokens: usize,
     cached_tokens: usize,
     admitted: Instant,
-    /// When the first answer token was sampled (the prompt's end).
+    /// When the first answer token was sampled (the prompt's end; a decision's prefix end).
     first: Option<Instant>,
+    /// A decision job: read once its shared tokens have run.
+    decision: Option<super::Decision>,
 }
 
 impl Live<'_> {
@@ -127,6 +129,7 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
         admit(m, shared, &mut slots, &mut kept, &mut waiting, &mut order);
         let t = Instant::now();
         run_prompts(m, shared, &mut slots, &mut kept, tick);
+        run_decisions(m, shared, &mut slots, tick);
         let u = Instant::now();
         run_steps(m, shared, &mut slots, tick);
         add(&shared.stats.prefill_us, (u - t).as_micros() as u64);
@@ -195,8 +198,12 @@ fn admit<'m>(
             return;
         };
         let capacity = slots[0].state.cache.capacity();
-        let p = std::mem::take(&mut job.prompt);
-        if p.is_empty() || p.len() > capacity {
+        let decision = job.decision.take();
+        let p = match &decision {
+            Some(d) => d.plan.prefix().to_vec(),
+            None => std::mem::take(&mut job.prompt),
+        };
+        if (p.is_empty() && decision.is_none()) || p.len() > capacity {
             end_job(shared, false, |s| &s.failed);
             job.sink.send(Event::Failed(Failure::Engine(format!(
                 "the prompt has {} tokens; a slot holds 1 to {capacity}",
@@ -204,7 +211,12 @@ fn admit<'m>(
             ))));
             continue;
         }
-        let keep_at_most = p.len() - 1; // one token must run for the first logits
+        // An answer runs at least one token for its first logits; a decision's own tokens
+        // come after its shared ones.
+        let keep_at_most = match decision {
+            Some(_) => p.len(),
+            None => p.len() - 1,
+        };
         let free: Vec<(usize, usize)> = slots
             .iter()
             .enumerate()
@@ -275,6 +287,7 @@ fn admit<'m>(
             cached_tokens: reused,
             admitted: Instant::now(),
             first: None,
+            decision,
         });
     }
 }
@@ -297,7 +310,7 @@ fn run_prompts(
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.live.as_ref().map(|l| (i, l)))
-            .filter(|(_, l)| l.remaining() >= 2)
+            .filter(|(_, l)| l.remaining() >= 2 || (l.decision.is_some() && l.remaining() >= 1))
             .min_by_key(|(_, l)| l.order)
             .map(|(i, _)| i);
         let Some(i) = next else {
@@ -310,11 +323,16 @@ fn run_prompts(
         let last = end == live.todo.len();
         budget = budget.saturating_sub(chunk.len());
         let want_mask = last && live.masked;
+        let deciding = live.decision.is_some();
         let state = &mut slot.state;
         let dec = &mut live.dec;
         let (logits, mask) = std::thread::scope(|s| {
             let mask = want_mask.then(|| s.spawn(|| dec.mask()));
-            let want = if last { Logits::Last } else { Logits::None };
+            let want = if last && !deciding {
+                Logits::Last
+            } else {
+                Logits::None
+            };
             let logits = m.model.forward_batch(state, &chunk, want);
             (logits, mask.map(join_mask))
         });
@@ -327,12 +345,105 @@ fn run_prompts(
                     // A whole prompt's keys and values: kept for requests that start alike.
                     kept.insert(&slot.cached, &slot.state.cache);
                 }
-                if last {
+                if last && deciding {
+                    live.first = Some(Instant::now());
+                } else if last {
                     after_logits(shared, slot, &mut logits, mask, tick);
                 }
             }
             Err(e) => fail(shared, slot, e, tick),
         }
+    }
+}
+
+/// Decisions whose shared tokens have run, oldest first, read together in one
+/// [`evaluate_many`](crate::decide::readout::evaluate_many) call (their variants' own tokens
+/// up to about a prompt chunk's worth, and at least one decision, per step).
+fn run_decisions(m: &LoadedModel, shared: &Shared, slots: &mut [Slot], tick: u64) {
+    let mut ready: Vec<(u64, usize, usize)> = slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let l = s.live.as_ref()?;
+            let d = l.decision.as_ref()?;
+            (l.remaining() == 0).then(|| {
+                let own = d.plan.input_tokens() - d.plan.shared;
+                (l.order, i, own)
+            })
+        })
+        .collect();
+    if ready.is_empty() {
+        return;
+    }
+    ready.sort();
+    let mut budget = 0;
+    let chosen: Vec<usize> = ready
+        .iter()
+        .take_while(|&&(_, _, own)| {
+            let first = budget == 0;
+            budget += own;
+            first || budget <= PREFILL_CHUNK
+        })
+        .map(|&(_, i, _)| i)
+        .collect();
+    let start = Instant::now();
+    let result = {
+        let mut asks: Vec<crate::decide::readout::Ask> = slots
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| chosen.contains(i))
+            .map(|(_, slot)| {
+                let d = slot
+                    .live
+                    .as_ref()
+                    .and_then(|l| l.decision.as_ref())
+                    .expect("a ready decision");
+                crate::decide::readout::Ask {
+                    state: &mut slot.state,
+                    plan: &d.plan,
+                    head: d.head.as_deref(),
+                    hidden: false,
+                }
+            })
+            .collect();
+        crate::decide::readout::evaluate_many(&m.model, &mut asks)
+    };
+    add(&shared.stats.decision_passes, 1);
+    let readout_time = start.elapsed();
+    let mut scores = match result {
+        Ok(s) => s.into_iter().map(Some).collect::<Vec<_>>(),
+        Err(e) => {
+            for &i in &chosen {
+                fail(shared, &mut slots[i], Error::Invalid(e.to_string()), tick);
+            }
+            return;
+        }
+    };
+    for (k, &i) in slots
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| chosen.contains(i))
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>()
+        .iter()
+        .enumerate()
+    {
+        let slot = &mut slots[i];
+        let mut live = slot.live.take().expect("live");
+        slot.used = tick;
+        slot.cached.truncate(slot.state.cache.len());
+        let prefill_time = live.first.map_or(std::time::Duration::ZERO, |f| {
+            f.duration_since(live.admitted)
+        });
+        end_job(shared, true, |s| &s.finished);
+        add(&shared.stats.decisions, 1);
+        live.sink.send(Event::Decided(super::Decided {
+            scores: scores[k].take().expect("one score set per decision"),
+            prompt_tokens: live.prompt_tokens,
+            cached_tokens: live.cached_tokens,
+            prefill_time,
+            readout_time,
+        }));
     }
 }
 
@@ -342,7 +453,11 @@ fn run_steps(m: &LoadedModel, shared: &Shared, slots: &mut [Slot], tick: u64) {
     let rows: Vec<usize> = slots
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.live.as_ref().is_some_and(|l| l.remaining() == 1))
+        .filter(|(_, s)| {
+            s.live
+                .as_ref()
+                .is_some_and(|l| l.remaining() == 1 && l.decision.is_none())
+        })
         .map(|(i, _)| i)
         .collect();
     for group in rows.chunks(STEP_ROWS) {

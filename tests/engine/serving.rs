@@ -60,6 +60,7 @@ fn job(m: &LoadedModel, s: &Spec, leave_after: usize) -> (Job, mpsc::Receiver<Ev
         max_tokens: s.max_tokens,
         guide,
         logprobs: s.logprobs,
+        decision: None,
         sink: Box::new(ChanSink {
             tx,
             leave_after,
@@ -104,6 +105,7 @@ fn collect(rx: &mpsc::Receiver<Event>) -> Outcome {
                 out.end = Err(f);
                 return out;
             }
+            Event::Decided(_) => panic!("an answer job got a decision"),
         }
     }
 }

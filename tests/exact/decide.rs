@@ -36,7 +36,8 @@ fn decisions_equal_transformers_on_every_fixture_and_readout() {
         for (case, spec) in cases {
             let head = spec["head"]
                 .as_str()
-                .map(|h| Head::load(&dir.join(format!("{model}.{h}.safetensors"))).unwrap());
+                .map(|h| Head::load(&dir.join(format!("{model}.{h}.safetensors"))).unwrap())
+                .map(std::sync::Arc::new);
             let settings = Settings {
                 style: Style::parse(spec["readout"].as_str().unwrap()),
                 order: Order::parse(spec["order"].as_str().unwrap()),
