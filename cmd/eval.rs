@@ -10,6 +10,7 @@ mod bbh;
 mod code;
 mod compare;
 mod custom;
+mod decide;
 mod drift;
 mod engine;
 mod generation;
@@ -84,6 +85,9 @@ pub enum Task {
     /// average, and with --model B the paired differences (IFEval-zh, C-Eval and CMMLU have
     /// no data here; the table says so)
     Suite(suite::SuiteArgs),
+    /// System One decisions on labelled rows (choice, noul, score): accuracy, log loss, Brier
+    /// score and calibration error of `pocket decide`'s readout
+    Decide(decide::DecideEvalArgs),
     /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions, or
     /// MMLU, ARC-Challenge, HellaSwag and GPQA with lm-eval's prompts (--task)
     Mc(mc::McArgs),
@@ -110,6 +114,7 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
         Task::Custom(a) => custom::main(a),
         Task::Suite(a) => suite::main(a),
         Task::Mc(a) => mc::main(a),
+        Task::Decide(a) => decide::main(a),
         Task::Score(a) => compare::score(a),
         Task::Compare(a) => compare::main(a),
     }

@@ -339,7 +339,7 @@ pub fn main(a: FitArgs) -> Result<ExitCode> {
         };
         // Accuracy as the training rows grow: the first k fit rows of each label.
         let mut curve = Vec::new();
-        for k in [10usize, 50, usize::MAX] {
+        for k in [1usize, 2, 5, 10, 20, 50, 100, usize::MAX] {
             let mut per: BTreeMap<usize, usize> = BTreeMap::new();
             let ix: Vec<usize> = fit_set
                 .iter()
@@ -351,7 +351,7 @@ pub fn main(a: FitArgs) -> Result<ExitCode> {
                 })
                 .collect();
             if k != usize::MAX && ix.len() == fit_set.len() {
-                continue;
+                break;
             }
             let p = train(&ix);
             let met = eval(&p);

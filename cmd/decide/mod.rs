@@ -2,7 +2,7 @@
 //! (docs/decisions.md). `mod.rs` asks (a request file or flags); `fit.rs` calibrates and
 //! trains heads on labelled samples.
 
-mod fit;
+pub mod fit;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -208,7 +208,7 @@ pub fn main(args: DecideArgs, matches: Option<&clap::ArgMatches>) -> Result<Exit
             "load_ms": load.as_secs_f64() * 1e3,
             "prefill_ms": timing.prefill.as_secs_f64() * 1e3,
             "readout_ms": timing.readout.as_secs_f64() * 1e3,
-            "readout": decider.style().name(),
+            "readout": decider.readout_name(),
             "order": decider.order().name(),
         });
         println!("{}", serde_json::to_string_pretty(&resp)?);
@@ -220,7 +220,7 @@ pub fn main(args: DecideArgs, matches: Option<&clap::ArgMatches>) -> Result<Exit
             crate::term::dim(
                 &format!(
                     "[{} readout · {} prompt tokens · prefill {:.0} ms, readout {:.0} ms]",
-                    decider.style().name(),
+                    decider.readout_name(),
                     plan.input_tokens(),
                     timing.prefill.as_secs_f64() * 1e3,
                     timing.readout.as_secs_f64() * 1e3

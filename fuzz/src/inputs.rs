@@ -4,6 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// A decision input is `[kind byte][bytes]`: an even kind byte makes the bytes a System One
+/// request (JSON), an odd one a decision head file (safetensors).
+pub fn split_decision(data: &[u8]) -> (bool, &[u8]) {
+    match data.split_first() {
+        Some((k, rest)) => (k % 2 == 0, rest),
+        None => (true, data),
+    }
+}
+
 /// A valid tokenizer for checkpoint inputs: the fuzzer then reaches the model loader and the
 /// engine instead of stopping at a missing file.
 pub const TOKENIZER_JSON: &[u8] = include_bytes!("../../fixtures/tiny/qwen3-tiny/tokenizer.json");

@@ -229,11 +229,17 @@ impl Head {
 
     /// Reads a head, checking everything the file says about itself.
     pub fn load(path: &Path) -> Result<Head, Error> {
+        let data =
+            std::fs::read(path).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        Head::from_bytes(&data, path)
+    }
+
+    /// [`Head::load`] of bytes already read (`path` names them in errors).
+    pub fn from_bytes(data: &[u8], path: &Path) -> Result<Head, Error> {
         let bad = |why: String| Error::Invalid(format!("{}: {why}", path.display()));
-        let data = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-        let st = safetensors::SafeTensors::deserialize(&data)
+        let st = safetensors::SafeTensors::deserialize(data)
             .map_err(|e| bad(format!("not a safetensors file ({e})")))?;
-        let (_, parsed) = safetensors::SafeTensors::read_metadata(&data)
+        let (_, parsed) = safetensors::SafeTensors::read_metadata(data)
             .map_err(|e| bad(format!("not a safetensors file ({e})")))?;
         let meta = parsed.metadata().clone().unwrap_or_default();
         let get = |k: &str| meta.get(k).map(String::as_str);

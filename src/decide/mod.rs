@@ -12,6 +12,7 @@
 pub mod answer;
 pub mod fit;
 pub mod head;
+pub mod native;
 pub mod readout;
 pub mod render;
 pub mod request;
@@ -47,6 +48,9 @@ pub const DEFAULT_ORDER: Order = Order::StateFirst;
 pub struct Decider<'m> {
     pub model: &'m LoadedModel,
     builtin: render::Builtin<'m>,
+    /// The GGUF's own decision type and `systemone` template, when it has them and no readout
+    /// or head says otherwise.
+    native: Option<native::Native<'m>>,
     pub head: Option<Arc<Head>>,
     pub temperatures: Temperatures,
     pub reverse: bool,
@@ -66,6 +70,21 @@ pub struct Timing {
 
 impl<'m> Decider<'m> {
     pub fn new(model: &'m LoadedModel, settings: Settings) -> Result<Decider<'m>, Error> {
+        if settings.style.is_none() && settings.head.is_none() && settings.order.is_none() {
+            if let Some(n) = native::Native::from_model(model)? {
+                let mut limits = Limits::default();
+                limits.max_options = n.max_options();
+                return Ok(Decider {
+                    builtin: render::Builtin::new(model, DEFAULT_ORDER, DEFAULT_STYLE),
+                    temperatures: n.temperatures.clone(),
+                    head: n.head.clone(),
+                    reverse: false,
+                    model,
+                    native: Some(n),
+                    limits,
+                });
+            }
+        }
         let head = settings.head;
         let style = match (&head, settings.style) {
             (Some(h), Some(s)) if s != h.style => {
@@ -113,6 +132,7 @@ impl<'m> Decider<'m> {
                 .unwrap_or_default(),
             model,
             builtin,
+            native: None,
             head,
             reverse,
             limits,
@@ -121,6 +141,14 @@ impl<'m> Decider<'m> {
 
     pub fn style(&self) -> Style {
         self.builtin.style
+    }
+
+    /// The readout's name: the built-in style's, or the GGUF's decision type.
+    pub fn readout_name(&self) -> &'static str {
+        match &self.native {
+            Some(n) => n.kind.name(),
+            None => self.builtin.style.name(),
+        }
     }
 
     pub fn order(&self) -> Order {
@@ -137,14 +165,19 @@ impl<'m> Decider<'m> {
         if let Some(h) = &self.head {
             req.questions.iter().try_for_each(|q| h.check_question(q))?;
         }
-        let plan = self.builtin.plan(req, self.reverse)?;
+        let plan = match &self.native {
+            Some(n) => n.plan(req)?,
+            None => self.builtin.plan(req, self.reverse)?,
+        };
         let longest = plan
             .variants
             .iter()
             .map(|v| {
                 v.tokens.len()
                     + match &v.read {
-                        render::Read::Keys(k) => k.iter().map(Vec::len).max().unwrap_or(0),
+                        render::Read::Keys(k) | render::Read::Tree(k) => {
+                            k.iter().map(Vec::len).max().unwrap_or(0)
+                        }
                         _ => 0,
                     }
             })
@@ -224,6 +257,17 @@ impl<'m> Decider<'m> {
                     .map(|(v, s)| (s.clone(), v.reversed))
                     .collect();
                 let t = self.temperatures.get(q.kind, q.options.len());
+                let rated = plan.variants.iter().any(|v| v.question == qi && v.ratings);
+                if rated {
+                    // A rating from 0 to n − 1: P(yes) is the expected rating / (n − 1).
+                    let p = answer::probabilities(&variants, t);
+                    let yes: f64 = p
+                        .iter()
+                        .enumerate()
+                        .map(|(i, q)| q * i as f64 / (p.len() - 1) as f64)
+                        .sum();
+                    return vec![1.0 - yes, yes];
+                }
                 answer::probabilities(&variants, t)
             })
             .collect()

@@ -120,7 +120,7 @@ pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Err
         }
     }
     let longest_key = |r: &Read| match r {
-        Read::Keys(k) => k.iter().map(Vec::len).max().unwrap_or(0),
+        Read::Keys(k) | Read::Tree(k) => k.iter().map(Vec::len).max().unwrap_or(0),
         _ => 0,
     };
     // Pass 1: every variant's own tokens.
@@ -196,6 +196,13 @@ pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Err
                     .map(|g| logsumexp(g.iter().map(|&id| logits(last)[id as usize] as f64)))
                     .collect(),
                 Read::Keys(keys) => keys.iter().map(|k| log_prob(logits(last), k[0])).collect(),
+                Read::Tree(keys) => {
+                    let mut s = vec![0.0; keys.len()];
+                    if let Some(root) = branches(keys).into_iter().find(|b| b.path.is_empty()) {
+                        root.add(&mut s, &model.logits_of(hid(last), &root.tokens()));
+                    }
+                    s
+                }
                 Read::Markers(_) => {
                     let head = need_head(a.head, "a pointer readout")?;
                     let markers: Vec<&[f32]> = (first..last).map(hid).collect();
@@ -209,7 +216,7 @@ pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Err
         // Forks of variants without a second pass are dropped now (their memory back).
         for it in &mut items[group] {
             let v = &asks[it.ask].plan.variants[it.variant];
-            if !matches!(v.read, Read::Keys(_)) {
+            if !matches!(v.read, Read::Keys(_) | Read::Tree(_)) {
                 it.fork = None;
             }
         }
@@ -260,10 +267,130 @@ pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Err
             }
         }
     }
+    // Pass 3 (constrained): where options that share a beginning part, the softmax over
+    // their next tokens after it.
+    let mut parts: Vec<(usize, Branch)> = Vec::new();
+    for (ii, it) in items.iter().enumerate() {
+        if let Read::Tree(keys) = &asks[it.ask].plan.variants[it.variant].read {
+            parts.extend(
+                branches(keys)
+                    .into_iter()
+                    .filter(|b| !b.path.is_empty())
+                    .map(|b| (ii, b)),
+            );
+        }
+    }
+    for chunk in parts.chunks(GROUP) {
+        let mut states = Vec::with_capacity(chunk.len());
+        let (mut tokens, mut lens, mut picked) = (Vec::new(), Vec::new(), Vec::new());
+        for (ii, b) in chunk {
+            let it = &items[*ii];
+            let src = match it.fork.as_ref() {
+                Some(s) => s,
+                None => &*asks[it.ask].state,
+            };
+            states.push(copy_of(model, src, b.path.len()));
+            tokens.extend_from_slice(&b.path);
+            lens.push(b.path.len());
+            picked.push(tokens.len() - 1);
+        }
+        let rows = {
+            let mut refs: Vec<&mut State> = states.iter_mut().collect();
+            model.forward_picked(&mut refs, &tokens, &lens, &picked, false)?
+        };
+        for (j, (ii, b)) in chunk.iter().enumerate() {
+            let it = &items[*ii];
+            let hidden = &rows.hidden[j * h..(j + 1) * h];
+            b.add(
+                &mut out[it.ask].raw[it.variant],
+                &model.logits_of(hidden, &b.tokens()),
+            );
+        }
+    }
     for a in asks.iter_mut() {
         a.state.cache.truncate(a.plan.shared);
     }
     Ok(out)
+}
+
+/// A place where options' answer paths part: the tokens before it, and each next token with
+/// the options that take it.
+#[derive(Debug, PartialEq)]
+struct Branch {
+    path: Vec<u32>,
+    children: Vec<(u32, Vec<usize>)>,
+}
+
+impl Branch {
+    fn tokens(&self) -> Vec<u32> {
+        self.children.iter().map(|c| c.0).collect()
+    }
+
+    /// Adds each child's log-softmax (over the children's `logits`) to its options' scores.
+    fn add(&self, scores: &mut [f64], logits: &[f32]) {
+        let lse = logsumexp(logits.iter().map(|&l| l as f64));
+        for ((_, opts), &l) in self.children.iter().zip(logits) {
+            for &o in opts {
+                scores[o] += l as f64 - lse;
+            }
+        }
+    }
+}
+
+/// Every place with two or more next tokens in the prefix tree of `keys` (an option whose
+/// path ended there has no next token and keeps its score).
+fn branches(keys: &[Vec<u32>]) -> Vec<Branch> {
+    fn walk(keys: &[Vec<u32>], opts: &[usize], depth: usize, out: &mut Vec<Branch>) {
+        let mut children: Vec<(u32, Vec<usize>)> = Vec::new();
+        for &o in opts {
+            if let Some(&t) = keys[o].get(depth) {
+                match children.iter_mut().find(|c| c.0 == t) {
+                    Some(c) => c.1.push(o),
+                    None => children.push((t, vec![o])),
+                }
+            }
+        }
+        if children.len() > 1 {
+            out.push(Branch {
+                path: keys[opts[0]][..depth].to_vec(),
+                children: children.clone(),
+            });
+        }
+        for (_, sub) in &children {
+            walk(keys, sub, depth + 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    let all: Vec<usize> = (0..keys.len()).collect();
+    walk(keys, &all, 0, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefix_tree_parts_where_keys_differ() {
+        // call+end, call_contact+end, cancel+end: "call" (1,2) and "cancel" (3) part at the
+        // root; after "call" the end (9) and "_contact" (4) part.
+        let keys = vec![vec![1, 2, 9], vec![1, 2, 4, 9], vec![3, 9]];
+        let b = branches(&keys);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[0].path, Vec::<u32>::new());
+        assert_eq!(b[0].children, vec![(1, vec![0, 1]), (3, vec![2])]);
+        assert_eq!(b[1].path, vec![1, 2]);
+        assert_eq!(b[1].children, vec![(9, vec![0]), (4, vec![1])]);
+        let mut s = vec![0.0; 3];
+        b[0].add(&mut s, &[0.0, 0.0]);
+        b[1].add(&mut s, &[1.0, 1.0]);
+        let p: Vec<f64> = s.iter().map(|x| x.exp()).collect();
+        assert!(
+            (p[0] - 0.25).abs() < 1e-12
+                && (p[1] - 0.25).abs() < 1e-12
+                && (p[2] - 0.5).abs() < 1e-12
+        );
+    }
 }
 
 fn need_head<'h>(head: Option<&'h Head>, what: &str) -> Result<&'h Head, Error> {

@@ -64,6 +64,11 @@ pub enum Style {
     /// Each option's key as the answer's text, scored by its log-likelihood up to the end of
     /// the turn; all options in one multi-row pass.
     Keys,
+    /// Each option's answer tokens (as in `Keys`) as a path in a prefix tree: its probability
+    /// is the one constrained decoding (`pocket run --choices`) gives it, a softmax over the
+    /// options' next tokens wherever their paths part. One pass when the options' first
+    /// tokens all differ; else one more pass for the places they part.
+    Constrained,
     /// Each option line ends at a marker; a pointer head scores the marker's hidden state
     /// against the prompt's last one.
     Pointer,
@@ -76,6 +81,7 @@ impl Style {
         match self {
             Style::Letters => "letters",
             Style::Keys => "keys",
+            Style::Constrained => "constrained",
             Style::Pointer => "pointer",
             Style::Probe => "probe",
         }
@@ -85,6 +91,7 @@ impl Style {
         match s {
             "letters" => Some(Style::Letters),
             "keys" => Some(Style::Keys),
+            "constrained" => Some(Style::Constrained),
             "pointer" => Some(Style::Pointer),
             "probe" => Some(Style::Probe),
             _ => None,
@@ -101,6 +108,9 @@ pub enum Read {
     /// Per option, the tokens of its answer text (the end of turn included): its score is their
     /// log-likelihood after the prompt.
     Keys(Vec<Vec<u32>>),
+    /// Per option, the tokens of its answer text (the end of turn included), read as a path in
+    /// the options' prefix tree: a softmax over the options' tokens where the paths part.
+    Tree(Vec<Vec<u32>>),
     /// Per option, the position of its marker in the prompt; the decision is read at the last
     /// position.
     Markers(Vec<usize>),
@@ -117,6 +127,9 @@ pub struct Variant {
     pub reversed: bool,
     pub tokens: Vec<u32>,
     pub read: Read,
+    /// A noul question read as a rating (lev: its labels are the ratings 0–8, the answer the
+    /// expected rating / 8).
+    pub ratings: bool,
 }
 
 /// A request's prompts, and how many leading tokens they all share (run once, before the
@@ -128,6 +141,16 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// A plan of `variants`, its shared beginning settled.
+    pub fn settled(variants: Vec<Variant>) -> Plan {
+        let mut plan = Plan {
+            variants,
+            shared: 0,
+        };
+        plan.settle_shared();
+        plan
+    }
+
     /// The shared tokens.
     pub fn prefix(&self) -> &[u32] {
         &self.variants[0].tokens[..self.shared]
@@ -302,12 +325,7 @@ impl<'m> Builtin<'m> {
                 variants.push(self.variant(qi, q, &state, reversed)?);
             }
         }
-        let mut plan = Plan {
-            variants,
-            shared: 0,
-        };
-        plan.settle_shared();
-        Ok(plan)
+        Ok(Plan::settled(variants))
     }
 
     fn variant(
@@ -350,6 +368,12 @@ impl<'m> Builtin<'m> {
                     .map(|o| self.key_tokens(&self.escaper.text(&o.key)))
                     .collect::<Result<_, _>>()?,
             ),
+            (Style::Constrained, Kind::Choice) => Read::Tree(
+                shown
+                    .iter()
+                    .map(|o| self.key_tokens(&self.escaper.text(&o.key)))
+                    .collect::<Result<_, _>>()?,
+            ),
             (_, Kind::Noul) => Read::Labels(
                 shown
                     .iter()
@@ -369,12 +393,16 @@ impl<'m> Builtin<'m> {
         // A vocabulary without single-token yes/no (or digit) labels reads them as answer
         // texts instead, as the keys readout reads a choice's names.
         let read = match read {
-            Read::Labels(groups) if groups.iter().any(Vec::is_empty) => Read::Keys(
-                shown
+            Read::Labels(groups) if groups.iter().any(Vec::is_empty) => {
+                let words = shown
                     .iter()
                     .map(|o| self.key_tokens(&answer_word(q.kind, &o.key)))
-                    .collect::<Result<_, _>>()?,
-            ),
+                    .collect::<Result<_, _>>()?;
+                match self.style {
+                    Style::Constrained => Read::Tree(words),
+                    _ => Read::Keys(words),
+                }
+            }
             other => other,
         };
         Ok(Variant {
@@ -382,6 +410,7 @@ impl<'m> Builtin<'m> {
             reversed,
             tokens,
             read,
+            ratings: false,
         })
     }
 
@@ -438,7 +467,9 @@ impl<'m> Builtin<'m> {
         if t.is_empty() {
             return Err(Error::Invalid(format!("option {key:?} has no tokens")));
         }
-        if self.chat() {
+        // The end of the answer: in a chat, the end of the turn; constrained decoding of plain
+        // text also ends an option that another one continues with the end of sequence.
+        if self.chat() || self.style == Style::Constrained {
             t.extend(self.end);
         }
         Ok(t)

@@ -287,6 +287,26 @@ impl Model {
         }
     }
 
+    /// The logits of just `ids` for a final-normed hidden state (a row of the head each, in
+    /// f32 with an f64 sum): what a readout over a few tokens needs, without the head's
+    /// whole-vocabulary product.
+    pub fn logits_of(&self, hidden: &[f32], ids: &[u32]) -> Vec<f32> {
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        let mut row = vec![0.0f32; self.spec.hidden_size];
+        let mut out: Vec<f32> = ids
+            .iter()
+            .map(|&id| {
+                head.row(id as usize, &mut row);
+                row.iter()
+                    .zip(hidden)
+                    .map(|(&a, &b)| a as f64 * b as f64)
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        self.softcap(&mut out);
+        out
+    }
+
     /// `cap · tanh(logits / cap)` when the model soft-caps its logits.
     fn softcap(&self, logits: &mut [f32]) {
         if let Some(cap) = self.spec.final_logit_softcap {

@@ -996,6 +996,188 @@ fn cases(dir: &Path) -> Vec<Case> {
         2,
         &["--draft-tokens", "16"],
     ));
+    // Decisions: requests, flags and heads.
+    let decide = |what: &'static str,
+                  args: Vec<String>,
+                  stdin: Option<&str>,
+                  code,
+                  needles: &[&'static str]| Case {
+        format: "decision",
+        what,
+        args: [vec!["decide".to_string(), qwen2.clone()], args].concat(),
+        stdin: stdin.map(|s| s.as_bytes().to_vec()),
+        code,
+        needles: needles.to_vec(),
+    };
+    let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    v.push(decide(
+        "request that is not JSON",
+        strings(&["--request", "-"]),
+        Some("{\"state\": "),
+        1,
+        &["stdin", "not a JSON request"],
+    ));
+    v.push(decide(
+        "request with an empty criteria",
+        strings(&["--request", "-"]),
+        Some(r#"{"state": "x", "questions": {"q": {"type": "choice", "criteria": {}}}}"#),
+        1,
+        &["body.questions.q.criteria", "at least 1 item"],
+    ));
+    v.push(decide(
+        "unknown question type",
+        strings(&["--request", "-"]),
+        Some(r#"{"state": "x", "questions": {"q": {"type": "rank"}}}"#),
+        1,
+        &["body.questions.q", "rank"],
+    ));
+    v.push(decide(
+        "too many options",
+        strings(&["--request", "-"]),
+        Some(&format!(
+            r#"{{"state": "x", "questions": {{"q": {{"type": "choice", "criteria": {{{}}}}}}}}}"#,
+            (0..300)
+                .map(|i| format!("\"k{i}\": null"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        1,
+        &["300 options", "at most 255"],
+    ));
+    v.push(decide(
+        "score with 11 levels",
+        strings(&[
+            "--state", "x", "--score", "How?", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+            "10",
+        ]),
+        None,
+        1,
+        &["11 levels", "at most 10"],
+    ));
+    v.push(decide(
+        "a state longer than the context",
+        strings(&["--state", &"x ".repeat(5000), "--noul", "Yes?"]),
+        None,
+        1,
+        &["context holds 256", "tokens"],
+    ));
+    v.push(decide(
+        "no question",
+        strings(&["--state", "x"]),
+        None,
+        1,
+        &["at least one question"],
+    ));
+    v.push(decide(
+        "unknown readout",
+        strings(&["--state", "x", "--noul", "q", "--readout", "logits"]),
+        None,
+        1,
+        &["--readout logits", "keys, letters"],
+    ));
+    v.push(decide(
+        "pointer readout without a head",
+        strings(&["--state", "x", "--noul", "q", "--readout", "pointer"]),
+        None,
+        1,
+        &["pointer readout needs a head"],
+    ));
+    let head_dir = root().join("fixtures/decide");
+    let header = serde_json::json!({"__metadata__": {
+        "format": "pocket-decision-head", "version": "1", "kind": "temperature",
+        "style": "keys", "order": "state-first", "reverse": "false", "hidden_size": "896",
+        "temperature.choice": "0.8"}})
+    .to_string();
+    let mut wide = (header.len() as u64).to_le_bytes().to_vec();
+    wide.extend_from_slice(header.as_bytes());
+    let wide = write(dir, "wide.head", &wide);
+    v.push(decide(
+        "head for another hidden size",
+        strings(&[
+            "--state",
+            "x",
+            "--noul",
+            "q",
+            "--head",
+            &wide.display().to_string(),
+        ]),
+        None,
+        1,
+        &["hidden size of 896", "64"],
+    ));
+    v.push(decide(
+        "probe head for another question",
+        strings(&[
+            "--state",
+            "x",
+            "--choice",
+            "Which?",
+            "a",
+            "b",
+            "--head",
+            &head_dir
+                .join("qwen2-tiny.probe.safetensors")
+                .display()
+                .to_string(),
+        ]),
+        None,
+        1,
+        &["probe head was trained on another question"],
+    ));
+    let truncated = write(
+        dir,
+        "truncated.head",
+        &std::fs::read(head_dir.join("qwen2-tiny.pointer.safetensors")).unwrap()[..300],
+    );
+    v.push(decide(
+        "truncated head file",
+        strings(&[
+            "--state",
+            "x",
+            "--noul",
+            "q",
+            "--head",
+            &truncated.display().to_string(),
+        ]),
+        None,
+        1,
+        &["truncated.head", "not a safetensors file"],
+    ));
+    let mut nan = std::fs::read(head_dir.join("qwen2-tiny.pointer.safetensors")).unwrap();
+    let n = nan.len();
+    nan[n - 4..].copy_from_slice(&f32::NAN.to_le_bytes());
+    let nan = write(dir, "nan.head", &nan);
+    v.push(decide(
+        "NaN in a head",
+        strings(&[
+            "--state",
+            "x",
+            "--noul",
+            "q",
+            "--head",
+            &nan.display().to_string(),
+        ]),
+        None,
+        1,
+        &["nan.head", "NaN"],
+    ));
+    v.push(decide(
+        "a model file as a head",
+        strings(&[
+            "--state",
+            "x",
+            "--noul",
+            "q",
+            "--head",
+            &tiny("qwen2-tiny")
+                .join("model.safetensors")
+                .display()
+                .to_string(),
+        ]),
+        None,
+        1,
+        &["not a decision head"],
+    ));
     v.push(Case {
         format: "usage",
         what: "unknown KV cache type",

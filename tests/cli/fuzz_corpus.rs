@@ -119,6 +119,24 @@ fn committed_fuzz_inputs_never_crash_the_binary() {
         ));
         n += 1;
     }
+    for (i, input) in inputs_of("decision").iter().enumerate() {
+        let data = std::fs::read(input).unwrap();
+        let (request, bytes) = inputs::split_decision(&data);
+        let f = inputs::write_file(bytes, tmp.path(), &format!("d{i}.bin")).unwrap();
+        let model = common::tiny("qwen2-tiny");
+        let (m, f) = (model.to_str().unwrap(), f.to_str().unwrap());
+        bad.extend(check(
+            &if request {
+                vec!["decide", m, "--request", f]
+            } else {
+                vec![
+                    "decide", m, "--head", f, "--state", "x", "--choice", "q", "a", "b",
+                ]
+            },
+            input,
+        ));
+        n += 1;
+    }
     assert!(n >= 20, "only {n} committed inputs");
     assert!(
         bad.is_empty(),

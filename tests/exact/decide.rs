@@ -145,3 +145,64 @@ fn cached_and_separate_runs_answer_alike() {
         }
     }
 }
+
+/// GGUF decision models (llama.cpp's `<arch>.decision.type` openjev, lev and kev, their
+/// temperatures and `systemone` templates) against the reference script's reading of
+/// server-decision.cpp over transformers' logits and hidden states: the same prompt ids, and
+/// every probability within 1e-5.
+#[test]
+fn gguf_decision_models_answer_as_llama_cpp_reads_them() {
+    let dir = root().join("fixtures/decide");
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let cases = reference["native"].as_object().unwrap();
+    assert_eq!(cases.len(), 6);
+    for (case, want) in cases {
+        let m = open_exact(&dir.join(want["model"].as_str().unwrap())).unwrap();
+        let decider = Decider::new(&m, Settings::default()).unwrap();
+        let kind = case.split('-').next().unwrap();
+        assert_eq!(
+            decider.readout_name(),
+            kind,
+            "{case}: the GGUF's decision type"
+        );
+        let body: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!(
+                "{}.request.json",
+                want["request"].as_str().unwrap()
+            )))
+            .unwrap(),
+        )
+        .unwrap();
+        let req = decider.parse(&body).unwrap();
+        let plan = decider.plan(&req, 256).unwrap();
+        let prompts = want["prompts"].as_array().unwrap();
+        assert_eq!(plan.variants.len(), prompts.len(), "{case}: prompts");
+        for (v, p) in plan.variants.iter().zip(prompts) {
+            assert_eq!(v.tokens, ids(p), "{case}: prompt token ids");
+        }
+        let mut state = m.model.new_state(256);
+        let (scores, _) = decider
+            .run(&mut state, &mut Vec::new(), &plan, false)
+            .unwrap();
+        let got = decider.answers(&req, &plan, &scores);
+        for (q, a) in want["answers"].as_object().unwrap() {
+            let g = &got[q];
+            for (k, p) in a["probabilities"].as_object().unwrap() {
+                let gp = match g["type"].as_str() {
+                    Some("noul") => {
+                        let yes = g["noul"].as_f64().unwrap();
+                        if k == "true" {
+                            yes
+                        } else {
+                            1.0 - yes
+                        }
+                    }
+                    _ => g["probabilities"][k].as_f64().unwrap(),
+                };
+                close(&format!("{case} {q} {k}"), gp, p.as_f64().unwrap());
+            }
+        }
+    }
+}
