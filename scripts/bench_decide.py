@@ -182,17 +182,20 @@ def load(base, clients, seconds, q):
 
 
 def serve(a, report):
-    port = free_port()
     q = question(12)
-    out = {}
-    argv = [a.pocket, "serve", a.model, "--port", str(port), "--parallel", "16", "--readout", a.readout]
-    with Server(argv, port) as srv:
-        post(srv.base, {"state": "warm up", "questions": {"intent": q}})
-        out["load"] = [load(srv.base, c, a.seconds, q) for c in (1, 16)]
-        for r in out["load"]:
-            print(f"serve, {r['clients']} clients: {r['per_second']:.1f} decisions/s, "
-                  f"p50 {r['p50_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms", file=sys.stderr)
-        srv.terminate()
+    out = {"load": []}
+    for order in ("state-first", "question-first"):
+        port = free_port()
+        argv = [a.pocket, "serve", a.model, "--port", str(port), "--parallel", "16",
+                "--readout", a.readout, "--order", order]
+        with Server(argv, port) as srv:
+            post(srv.base, {"state": "warm up", "questions": {"intent": q}})
+            for c in (1, 16):
+                r = dict(load(srv.base, c, a.seconds, q), order=order)
+                out["load"].append(r)
+                print(f"serve, {order}, {c} clients: {r['per_second']:.1f} decisions/s, "
+                      f"p50 {r['p50_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms", file=sys.stderr)
+            srv.terminate()
     port = free_port()
     argv = [a.pocket, "serve", a.model, "--port", str(port), "--parallel", "1",
             "--readout", a.readout, "--order", "question-first"]

@@ -10,7 +10,9 @@ use super::AskArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use pocket::decide::fit::{fit_temperature, metrics, probs_at, train_probe, Metrics, Scored};
+use pocket::decide::fit::{
+    fit_position_bias, fit_temperature, metrics, train_probe, Metrics, Scored,
+};
 use pocket::decide::head::question_signature;
 use pocket::decide::{Decider, Head, Kind, Request, Style, Temperatures, Weights};
 use serde_json::{json, Value};
@@ -44,9 +46,14 @@ pub struct FitArgs {
     /// row must ask the same question)
     #[arg(long)]
     pub train_head: bool,
-    /// The fraction of rows that fit; the rest report
+    /// The fraction of rows that fit; the rest report (1: fit on every row and report
+    /// nothing, to score the head on other data with `pocket eval decide --head`)
     #[arg(long, default_value_t = 0.5)]
     pub split: f64,
+    /// Also fit a bias by the position each option is shown at, with the temperature (a small
+    /// model's preference for the first option, or for "A", cancelled)
+    #[arg(long)]
+    pub position_bias: bool,
     /// The shuffle's seed
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -213,7 +220,7 @@ pub fn metrics_with(rows: &[&Scored], temps: &Temperatures) -> Metrics {
         .iter()
         .map(|r| {
             let t = temps.get(r.kind, r.variants[0].0.len());
-            probs_at(&[*r], t).remove(0)
+            pocket::decide::answer::probabilities_with(&r.variants, t, temps.bias(r.kind))
         })
         .collect();
     let gold: Vec<usize> = rows.iter().map(|r| r.gold).collect();
@@ -233,8 +240,11 @@ fn shuffled(n: usize, seed: u64) -> Vec<usize> {
 }
 
 pub fn main(a: FitArgs) -> Result<ExitCode> {
-    if !(a.split > 0.0 && a.split < 1.0) {
-        bail!("--split {}: expected a fraction between 0 and 1", a.split);
+    if !(a.split > 0.0 && a.split <= 1.0) {
+        bail!(
+            "--split {}: expected a fraction above 0, at most 1",
+            a.split
+        );
     }
     let mut settings = a.ask.settings()?;
     if settings.head.is_some() {
@@ -249,10 +259,14 @@ pub fn main(a: FitArgs) -> Result<ExitCode> {
     let decider = Decider::new(&m, settings)?;
     let rows = read_rows(&a.data, &decider)?;
     let order = shuffled(rows.len(), a.seed);
-    let cut = ((rows.len() as f64 * a.split).round() as usize).clamp(1, rows.len() - 1);
     if rows.len() < 2 {
         bail!("{}: fitting needs at least 2 rows", a.data.display());
     }
+    let cut = if a.split >= 1.0 {
+        rows.len()
+    } else {
+        ((rows.len() as f64 * a.split).round() as usize).clamp(1, rows.len() - 1)
+    };
     let signature = question_signature(&rows[0].req.questions[0]);
     if a.train_head {
         if let Some(r) = rows
@@ -285,7 +299,14 @@ pub fn main(a: FitArgs) -> Result<ExitCode> {
             .map(|&i| &scored[i])
             .filter(|s| s.kind == *kind)
             .collect();
-        if !rows_k.is_empty() {
+        if rows_k.is_empty() {
+            continue;
+        }
+        if a.position_bias {
+            let (t, bias) = fit_position_bias(&rows_k);
+            temps.by_name.insert(kind.name().to_string(), t);
+            temps.position_bias.insert(kind.name().to_string(), bias);
+        } else {
             temps
                 .by_name
                 .insert(kind.name().to_string(), fit_temperature(&rows_k));
@@ -297,6 +318,7 @@ pub fn main(a: FitArgs) -> Result<ExitCode> {
         "rows": rows.len(), "fit_rows": fit_set.len(), "report_rows": report.len(),
         "readout": decider.style().name(), "order": decider.order().name(),
         "temperatures": temps.by_name,
+        "position_bias": temps.position_bias,
         "zero_shot": before, "calibrated": after,
     });
     let mut head = Head {
@@ -407,9 +429,21 @@ fn print_report(r: &Value, out: &Path) {
             println!("  temperature.{k} = {:.4}", v.as_f64().unwrap_or(1.0));
         }
     }
+    if r["report_rows"] == 0 {
+        println!("No rows held out (--split 1): score the head with `pocket eval decide --head`");
+        println!("wrote {}", out.display());
+        return;
+    }
     println!("On the {} report rows:", r["report_rows"]);
     line("zero-shot", &r["zero_shot"]);
-    line("fitted temperature", &r["calibrated"]);
+    let fitted = match r["position_bias"]
+        .as_object()
+        .is_some_and(|b| !b.is_empty())
+    {
+        true => "temperature + position",
+        false => "fitted temperature",
+    };
+    line(fitted, &r["calibrated"]);
     if !r["probe"].is_null() {
         line("probe head", &r["probe"]);
         if let Some(c) = r["probe_curve"].as_array() {

@@ -24,8 +24,11 @@ option with its probability, `noul` gives the probability of yes, `score` the ex
 Questions about one state share its tokens (prefilled once).
 
 Readouts (--readout):
+  constrained  the probability constrained decoding (`pocket run --choices`) gives each option's \
+name: a softmax over the options' tokens where their spellings part (one pass when the first \
+tokens differ). The default.
   keys     each option's name scored as the whole answer (its log-likelihood up to the end of \
-the turn); all options in one multi-row pass. The default.
+the turn); all options in one multi-row pass
   letters  options labelled A, B, …; the next-token probabilities of the labels (one pass)
   pointer  a pointer head (--head): each option's marker against the decision position
   probe    a probe head (--head) trained by `pocket decide fit --train-head` on one question
@@ -76,7 +79,8 @@ pub struct DecideArgs {
 /// How questions are asked and read (decide, decide fit, eval decide and serve share these).
 #[derive(Args, Clone, Debug)]
 pub struct HowArgs {
-    /// Decisions: keys, letters, pointer or probe (default: the head's, else keys)
+    /// Decisions: constrained, keys, letters, pointer or probe (default: the head's, else
+    /// constrained)
     #[arg(long, value_name = "READOUT")]
     pub readout: Option<String>,
     /// Decisions: state-first or question-first (default: the head's, else state-first)
@@ -114,7 +118,7 @@ impl HowArgs {
         let style = match self.readout.as_deref() {
             None => None,
             Some(s) => Some(Style::parse(s).ok_or_else(|| {
-                anyhow!("--readout {s}: expected keys, letters, pointer or probe")
+                anyhow!("--readout {s}: expected constrained, keys, letters, pointer or probe")
             })?),
         };
         let order =

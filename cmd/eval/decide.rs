@@ -61,7 +61,8 @@ pub fn main(a: DecideEvalArgs) -> Result<ExitCode> {
             .zip(&scored)
             .map(|(r, s)| {
                 let t = temps.get(s.kind, s.variants[0].0.len());
-                let p = pocket::decide::answer::probabilities(&s.variants, t);
+                let p =
+                    pocket::decide::answer::probabilities_with(&s.variants, t, temps.bias(s.kind));
                 let q = &r.req.questions[0];
                 json!({"line": r.line, "gold": q.options[r.gold].key,
                        "pred": q.options[pocket::decide::answer::argmax(&p)].key,

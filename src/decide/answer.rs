@@ -15,6 +15,10 @@ pub struct Temperatures {
     pub by_name: BTreeMap<String, f64>,
     /// lev's buckets (`small` ≤ 8, `mid` ≤ 26, `large`) instead of `2`, `3_5`, `6_10`, `11`.
     pub lev_buckets: bool,
+    /// Per question type, a bias added to each option's scaled score by the position it was
+    /// shown at (`decide fit --position-bias`: a small model's preference for the first
+    /// option, or for "A", cancelled); positions past its end add nothing.
+    pub position_bias: BTreeMap<String, Vec<f64>>,
 }
 
 impl Temperatures {
@@ -33,6 +37,13 @@ impl Temperatures {
                 _ => "11",
             }
         }
+    }
+
+    /// The position bias for `kind` (empty: none).
+    pub fn bias(&self, kind: Kind) -> &[f64] {
+        self.position_bias
+            .get(kind.name())
+            .map_or(&[], |b| b.as_slice())
     }
 
     pub fn get(&self, kind: Kind, n_options: usize) -> f64 {
@@ -58,10 +69,21 @@ pub fn softmax_at(scores: &[f64], t: f64) -> Vec<f64> {
 /// each at `t`, averaged. `reversed[v]` says variant `v` listed (and scored) the options in
 /// reverse order.
 pub fn probabilities(variants: &[(Vec<f64>, bool)], t: f64) -> Vec<f64> {
+    probabilities_with(variants, t, &[])
+}
+
+/// [`probabilities`] with a position bias: variant `v`'s option shown at position `i` scores
+/// `s_i / t + bias[i]`.
+pub fn probabilities_with(variants: &[(Vec<f64>, bool)], t: f64, bias: &[f64]) -> Vec<f64> {
     let n = variants.first().map_or(0, |v| v.0.len());
     let mut p = vec![0.0; n];
     for (scores, reversed) in variants {
-        for (i, q) in softmax_at(scores, t).into_iter().enumerate() {
+        let z: Vec<f64> = scores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s / t + bias.get(i).copied().unwrap_or(0.0))
+            .collect();
+        for (i, q) in softmax_at(&z, 1.0).into_iter().enumerate() {
             let at = if *reversed { n - 1 - i } else { i };
             p[at] += q / variants.len() as f64;
         }

@@ -112,6 +112,77 @@ pub fn fit_temperature(rows: &[&Scored]) -> f64 {
     ((a + b) / 2.0).exp()
 }
 
+/// A temperature and a position bias for `rows` (one question type), fitted together by log
+/// loss (full-batch Adam on β = 1/t and the biases, from the fitted temperature; the first
+/// position's bias held at 0, as only differences count; a small L2 keeps rare positions
+/// near 0). Returns (t, bias).
+pub fn fit_position_bias(rows: &[&Scored]) -> (f64, Vec<f64>) {
+    let t0 = fit_temperature(rows);
+    let n_pos = rows
+        .iter()
+        .flat_map(|r| r.variants.iter().map(|v| v.0.len()))
+        .max()
+        .unwrap_or(0);
+    if rows.is_empty() || n_pos < 2 {
+        return (t0, Vec::new());
+    }
+    let mut beta = 1.0 / t0;
+    let mut c = vec![0.0; n_pos];
+    let (lr, b1, b2, eps, l2): (f64, f64, f64, f64, f64) = (0.02, 0.9, 0.999, 1e-8, 1e-3);
+    let mut m = vec![0.0; n_pos + 1];
+    let mut v = vec![0.0; n_pos + 1];
+    let nrows = rows.len() as f64;
+    for step in 1..=600 {
+        let mut g = vec![0.0; n_pos + 1];
+        for r in rows {
+            let n = r.variants[0].0.len();
+            let nv = r.variants.len() as f64;
+            // Each variant's softmax, and P(gold) averaged over variants.
+            let qs: Vec<Vec<f64>> = r
+                .variants
+                .iter()
+                .map(|(s, _)| {
+                    let z: Vec<f64> = s.iter().enumerate().map(|(i, x)| beta * x + c[i]).collect();
+                    super::answer::softmax_at(&z, 1.0)
+                })
+                .collect();
+            let gold_at = |rev: bool| if rev { n - 1 - r.gold } else { r.gold };
+            let pg: f64 = r
+                .variants
+                .iter()
+                .zip(&qs)
+                .map(|((_, rev), q)| q[gold_at(*rev)] / nv)
+                .sum::<f64>()
+                .max(1e-300);
+            for ((s, rev), q) in r.variants.iter().zip(&qs) {
+                let gi = gold_at(*rev);
+                let w = -q[gi] / nv / pg / nrows;
+                for i in 0..n {
+                    let d = w * ((i == gi) as u8 as f64 - q[i]);
+                    g[0] += d * s[i];
+                    g[1 + i] += d;
+                }
+            }
+        }
+        for i in 1..n_pos {
+            g[1 + i] += l2 * c[i];
+        }
+        g[1] = 0.0;
+        let (c1, c2) = (1.0 - b1.powi(step), 1.0 - b2.powi(step));
+        for k in 0..=n_pos {
+            m[k] = b1 * m[k] + (1.0 - b1) * g[k];
+            v[k] = b2 * v[k] + (1.0 - b2) * g[k] * g[k];
+            let delta = lr * (m[k] / c1) / ((v[k] / c2).sqrt() + eps);
+            if k == 0 {
+                beta = (beta - delta * beta.max(1e-3)).max(1e-3);
+            } else {
+                c[k - 1] -= delta;
+            }
+        }
+    }
+    (1.0 / beta, c)
+}
+
 /// A multinomial logistic regression on feature rows: the probe head's weights.
 pub struct Probe {
     /// `[classes, dim]`, over the raw (unstandardised) features.
@@ -271,6 +342,42 @@ mod tests {
         let t = fit_temperature(&refs);
         // p = 0.75 ⇔ 10 / t = ln 3.
         assert!((t - 10.0 / 3f64.ln()).abs() < 1e-3, "{t}");
+    }
+
+    #[test]
+    fn a_position_bias_is_fitted_away() {
+        // Three options; the readout adds 2 to whatever is shown first, and 1 to the gold.
+        let rows: Vec<Scored> = (0..300)
+            .map(|i| {
+                let gold = i % 3;
+                let mut s = vec![0.0; 3];
+                s[0] += 2.0;
+                s[gold] += 1.0;
+                Scored {
+                    kind: Kind::Choice,
+                    variants: vec![(s, false)],
+                    gold,
+                }
+            })
+            .collect();
+        let refs: Vec<&Scored> = rows.iter().collect();
+        let before = metrics(
+            &probs_at(&refs, 1.0),
+            &rows.iter().map(|r| r.gold).collect::<Vec<_>>(),
+        );
+        let (t, c) = fit_position_bias(&refs);
+        let probs: Vec<Vec<f64>> = refs
+            .iter()
+            .map(|r| super::super::answer::probabilities_with(&r.variants, t, &c))
+            .collect();
+        let after = metrics(&probs, &rows.iter().map(|r| r.gold).collect::<Vec<_>>());
+        assert!((before.accuracy - 1.0 / 3.0).abs() < 1e-9, "{before:?}");
+        assert_eq!(after.accuracy, 1.0, "{after:?} t {t} c {c:?}");
+        // Only differences count: the first position's +2 is cancelled by the others' rise.
+        assert!(
+            (c[1] - c[2]).abs() < 0.1 && c[1] - c[0] > 1.0 / t,
+            "t {t} c {c:?}"
+        );
     }
 
     #[test]

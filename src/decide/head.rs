@@ -177,6 +177,12 @@ impl Head {
         for (k, t) in &self.temperatures.by_name {
             meta.insert(format!("temperature.{k}"), format!("{t}"));
         }
+        for (k, b) in &self.temperatures.position_bias {
+            meta.insert(
+                format!("position_bias.{k}"),
+                Value::from(b.clone()).to_string(),
+            );
+        }
         for (k, v) in &self.notes {
             meta.insert(format!("note.{k}"), v.clone());
         }
@@ -274,6 +280,12 @@ impl Head {
                     .filter(|t: &f64| t.is_finite() && *t > 0.0)
                     .ok_or_else(|| bad(format!("{k} = {v:?} is not a positive number")))?;
                 temperatures.by_name.insert(name.to_string(), t);
+            } else if let Some(name) = k.strip_prefix("position_bias.") {
+                let b: Vec<f64> = serde_json::from_str(v)
+                    .ok()
+                    .filter(|b: &Vec<f64>| b.len() <= 255 && b.iter().all(|x| x.is_finite()))
+                    .ok_or_else(|| bad(format!("{k} is not a list of at most 255 numbers")))?;
+                temperatures.position_bias.insert(name.to_string(), b);
             } else if let Some(name) = k.strip_prefix("note.") {
                 notes.insert(name.to_string(), v.clone());
             }

@@ -3,6 +3,8 @@
 //! worth of multi-token runs (prompts, and a constraint's forced tokens), then one decode
 //! step over every answer that waits on a single token.
 
+mod deciding;
+
 use super::decoding::{Decoding, Next, Taken};
 use super::logprobs::{forced, logprob_of, TokenLogprob};
 use super::prompt_cache::PromptCache;
@@ -128,8 +130,9 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
         }
         admit(m, shared, &mut slots, &mut kept, &mut waiting, &mut order);
         let t = Instant::now();
+        deciding::run_prompts(m, shared, &mut slots, &mut kept, tick);
         run_prompts(m, shared, &mut slots, &mut kept, tick);
-        run_decisions(m, shared, &mut slots, tick);
+        deciding::run_decisions(m, shared, &mut slots, tick);
         let u = Instant::now();
         run_steps(m, shared, &mut slots, tick);
         add(&shared.stats.prefill_us, (u - t).as_micros() as u64);
@@ -353,97 +356,6 @@ fn run_prompts(
             }
             Err(e) => fail(shared, slot, e, tick),
         }
-    }
-}
-
-/// Decisions whose shared tokens have run, oldest first, read together in one
-/// [`evaluate_many`](crate::decide::readout::evaluate_many) call (their variants' own tokens
-/// up to about a prompt chunk's worth, and at least one decision, per step).
-fn run_decisions(m: &LoadedModel, shared: &Shared, slots: &mut [Slot], tick: u64) {
-    let mut ready: Vec<(u64, usize, usize)> = slots
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let l = s.live.as_ref()?;
-            let d = l.decision.as_ref()?;
-            (l.remaining() == 0).then(|| {
-                let own = d.plan.input_tokens() - d.plan.shared;
-                (l.order, i, own)
-            })
-        })
-        .collect();
-    if ready.is_empty() {
-        return;
-    }
-    ready.sort();
-    let mut budget = 0;
-    let chosen: Vec<usize> = ready
-        .iter()
-        .take_while(|&&(_, _, own)| {
-            let first = budget == 0;
-            budget += own;
-            first || budget <= PREFILL_CHUNK
-        })
-        .map(|&(_, i, _)| i)
-        .collect();
-    let start = Instant::now();
-    let result = {
-        let mut asks: Vec<crate::decide::readout::Ask> = slots
-            .iter_mut()
-            .enumerate()
-            .filter(|(i, _)| chosen.contains(i))
-            .map(|(_, slot)| {
-                let d = slot
-                    .live
-                    .as_ref()
-                    .and_then(|l| l.decision.as_ref())
-                    .expect("a ready decision");
-                crate::decide::readout::Ask {
-                    state: &mut slot.state,
-                    plan: &d.plan,
-                    head: d.head.as_deref(),
-                    hidden: false,
-                }
-            })
-            .collect();
-        crate::decide::readout::evaluate_many(&m.model, &mut asks)
-    };
-    add(&shared.stats.decision_passes, 1);
-    let readout_time = start.elapsed();
-    let mut scores = match result {
-        Ok(s) => s.into_iter().map(Some).collect::<Vec<_>>(),
-        Err(e) => {
-            for &i in &chosen {
-                fail(shared, &mut slots[i], Error::Invalid(e.to_string()), tick);
-            }
-            return;
-        }
-    };
-    for (k, &i) in slots
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| chosen.contains(i))
-        .map(|(i, _)| i)
-        .collect::<Vec<_>>()
-        .iter()
-        .enumerate()
-    {
-        let slot = &mut slots[i];
-        let mut live = slot.live.take().expect("live");
-        slot.used = tick;
-        slot.cached.truncate(slot.state.cache.len());
-        let prefill_time = live.first.map_or(std::time::Duration::ZERO, |f| {
-            f.duration_since(live.admitted)
-        });
-        end_job(shared, true, |s| &s.finished);
-        add(&shared.stats.decisions, 1);
-        live.sink.send(Event::Decided(super::Decided {
-            scores: scores[k].take().expect("one score set per decision"),
-            prompt_tokens: live.prompt_tokens,
-            cached_tokens: live.cached_tokens,
-            prefill_time,
-            readout_time,
-        }));
     }
 }
 

@@ -1073,7 +1073,7 @@ fn cases(dir: &Path) -> Vec<Case> {
         strings(&["--state", "x", "--noul", "q", "--readout", "logits"]),
         None,
         1,
-        &["--readout logits", "keys, letters"],
+        &["--readout logits", "constrained, keys, letters"],
     ));
     v.push(decide(
         "pointer readout without a head",
