@@ -23,6 +23,10 @@ use std::path::{Path, PathBuf};
 /// The head file's marker in its metadata.
 pub const FORMAT: &str = "pocket-decision-head";
 
+/// A head an HF checkpoint directory carries beside its weights (a decision model shipped as
+/// the base plus its head): loaded when no `--head` or readout is given.
+pub const IN_CHECKPOINT: &str = "decision_head.safetensors";
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Weights {
     /// Temperatures only (a zero-shot readout calibrated).

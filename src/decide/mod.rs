@@ -71,6 +71,11 @@ pub struct Timing {
 
 impl<'m> Decider<'m> {
     pub fn new(model: &'m LoadedModel, settings: Settings) -> Result<Decider<'m>, Error> {
+        let mut settings = settings;
+        let beside = model.path.join(head::IN_CHECKPOINT);
+        if settings.head.is_none() && settings.style.is_none() && beside.is_file() {
+            settings.head = Some(Arc::new(Head::load(&beside)?));
+        }
         if settings.style.is_none() && settings.head.is_none() && settings.order.is_none() {
             if let Some(n) = native::Native::from_model(model)? {
                 let mut limits = Limits::default();

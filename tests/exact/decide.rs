@@ -206,3 +206,52 @@ fn gguf_decision_models_answer_as_llama_cpp_reads_them() {
         }
     }
 }
+
+/// A checkpoint directory that carries `decision_head.safetensors` beside its weights (a
+/// decision model shipped as the base plus its head) answers through that head with no flag:
+/// the reference's pointer case.
+#[test]
+fn a_head_beside_the_checkpoint_is_used() {
+    let dir = root().join("fixtures/decide");
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let ckpt = tmp.path().join("qwen2-dec");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    for e in std::fs::read_dir(root().join("fixtures/tiny/qwen2-tiny")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), ckpt.join(e.file_name())).unwrap();
+    }
+    std::fs::copy(
+        dir.join("qwen2-tiny.pointer.safetensors"),
+        ckpt.join(pocket::decide::head::IN_CHECKPOINT),
+    )
+    .unwrap();
+    let m = open_exact(&ckpt).unwrap();
+    let decider = Decider::new(&m, Settings::default()).unwrap();
+    assert_eq!(decider.readout_name(), "pointer");
+    let body: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("ticket.request.json")).unwrap())
+            .unwrap();
+    let req = decider.parse(&body).unwrap();
+    let plan = decider.plan(&req, 256).unwrap();
+    let mut state = m.model.new_state(256);
+    let (scores, _) = decider
+        .run(&mut state, &mut Vec::new(), &plan, false)
+        .unwrap();
+    let got = decider.answers(&req, &plan, &scores);
+    let want = &reference["models"]["qwen2-tiny"]["ticket-pointer"]["answers"];
+    for (q, a) in want.as_object().unwrap() {
+        if let Some(c) = a.get("choice") {
+            assert_eq!(&got[q]["choice"], c);
+            for (k, p) in a["probabilities"].as_object().unwrap() {
+                close(
+                    &format!("{q} {k}"),
+                    got[q]["probabilities"][k].as_f64().unwrap(),
+                    p.as_f64().unwrap(),
+                );
+            }
+        }
+    }
+}
