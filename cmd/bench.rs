@@ -7,7 +7,6 @@ mod speculation;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use pocket::loader::LoadedModel;
 use pocket::model::{Logits, Model};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -221,7 +220,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
     let start = Instant::now();
     let options = crate::settings::load_options(!args.no_verify)?;
-    let m = LoadedModel::open_with(&args.model, options)?;
+    let (m, _) = crate::settings::open_model(&args.model, options)?;
     let load_s = start.elapsed().as_secs_f64();
     let model = &m.model;
     let ttft_s = {

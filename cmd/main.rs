@@ -49,6 +49,12 @@ struct Cli {
     /// POCKET_KV
     #[arg(long, global = true, value_enum)]
     kv: Option<KvArg>,
+    /// A LoRA adapter to run with, unmerged: a PEFT directory (adapter_config.json +
+    /// adapter_model.safetensors) or a GGUF LoRA file, at an optional scale (default 1);
+    /// repeatable, for run, decide, eval, bench and serve (docs/lora.md). `serve` also takes
+    /// NAME=PATH[:SCALE], the name requests choose it by
+    #[arg(long = "lora", global = true, value_name = "PATH[:SCALE]")]
+    lora: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -126,6 +132,7 @@ fn main() -> ExitCode {
             KvArg::Q4 => pocket::config::KvPrecision::Q4,
         });
     }
+    settings::set_lora_flags(cli.lora.clone());
     let result = match cli.command {
         Command::Run(args) => run::main(args),
         #[cfg(feature = "serve")]

@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use pocket::loader::LoadedModel;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -155,7 +154,9 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
     crate::term::set_threads(args.threads)?;
     let decide = args.decide.settings()?;
     let options = crate::settings::load_options(!args.no_verify)?;
-    let m = LoadedModel::open_with(&args.model, options)?;
+    let (mut m, adapters) = crate::settings::open_model(&args.model, options)?;
+    // Each request chooses its adapters: states start from the base.
+    m.model.lora = None;
     if m.template.is_none() {
         eprintln!(
             "note: {} has no chat template; /v1/chat/completions will refuse requests, \
@@ -210,6 +211,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         log_json: matches!(args.log_format, LogFormat::Json),
         step_delay: Duration::from_millis(args.debug_step_delay_ms),
         decide,
+        lora: adapters,
     };
     pocket_serve::run(Arc::new(m), opts)
         .with_context(|| format!("serving {}", args.model.display()))?;

@@ -9,6 +9,70 @@ use std::sync::OnceLock;
 
 static ACTIVATIONS_FLAG: OnceLock<Activations> = OnceLock::new();
 static KV_FLAG: OnceLock<KvPrecision> = OnceLock::new();
+static LORA_FLAGS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Records `--lora` (repeatable, global).
+pub fn set_lora_flags(specs: Vec<String>) {
+    let _ = LORA_FLAGS.set(specs);
+}
+
+/// One `--lora [NAME=]PATH[:SCALE]`: its name (the file's stem unless given), path and scale.
+pub fn parse_lora(spec: &str) -> Result<(String, std::path::PathBuf, f32)> {
+    let (name, rest) = match spec.split_once('=') {
+        Some((n, r)) if !n.is_empty() && !n.contains('/') => (Some(n.to_string()), r),
+        _ => (None, spec),
+    };
+    // PATH:SCALE, unless what follows the last colon is not a number (a path with a colon).
+    let (path, scale) = match rest.rsplit_once(':') {
+        Some((p, s)) if !p.is_empty() => match s.parse::<f32>() {
+            Ok(x) if x.is_finite() => (p, x),
+            Ok(_) => bail!("--lora {spec}: the scale {s} is not a finite number"),
+            Err(_) => (rest, 1.0),
+        },
+        _ => (rest, 1.0),
+    };
+    if path.is_empty() {
+        bail!("--lora {spec}: no adapter path");
+    }
+    let path = std::path::PathBuf::from(path);
+    let name = name.unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "adapter".into())
+    });
+    Ok((name, path, scale))
+}
+
+/// Opens a model with this process's settings and its `--lora` adapters attached (each at its
+/// scale, run unmerged); returns the adapters too (a server lists them).
+pub fn open_model(
+    path: &std::path::Path,
+    options: LoadOptions,
+) -> Result<(
+    pocket::loader::LoadedModel,
+    Vec<(std::sync::Arc<pocket::lora::Adapter>, f32)>,
+)> {
+    use anyhow::Context;
+    let mut m = pocket::loader::LoadedModel::open_with(path, options)?;
+    let mut adapters = Vec::new();
+    for spec in LORA_FLAGS.get().map(Vec::as_slice).unwrap_or(&[]) {
+        let (name, p, scale) = parse_lora(spec)?;
+        if adapters
+            .iter()
+            .any(|(a, _): &(std::sync::Arc<pocket::lora::Adapter>, f32)| a.name == name)
+        {
+            bail!("--lora {spec}: the name {name:?} is given twice");
+        }
+        let a = pocket::lora::Adapter::open(&m.model, &p, &name).context("--lora")?;
+        adapters.push((std::sync::Arc::new(a), scale));
+    }
+    if !adapters.is_empty() {
+        m.model.lora = Some(std::sync::Arc::new(pocket::lora::AdapterSet {
+            adapters: adapters.clone(),
+        }));
+    }
+    Ok((m, adapters))
+}
 
 /// Records `--activations` (it wins over `POCKET_ACT`).
 pub fn set_activations_flag(a: Activations) {

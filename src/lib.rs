@@ -20,6 +20,7 @@ pub mod generate;
 pub mod kernels;
 pub mod kv_cache;
 pub mod loader;
+pub mod lora;
 pub mod model;
 pub mod ops;
 pub mod rope;

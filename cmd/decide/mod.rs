@@ -145,7 +145,7 @@ impl AskArgs {
     /// The model, loaded with this process's engine settings, and the context it runs with.
     pub fn load(&self, path: &Path) -> Result<(LoadedModel, usize)> {
         crate::term::set_threads(self.threads)?;
-        let m = LoadedModel::open_with(path, crate::settings::load_options(true)?)?;
+        let (m, _) = crate::settings::open_model(path, crate::settings::load_options(true)?)?;
         let max = m.model.spec.max_position_embeddings;
         if self.ctx == Some(0) {
             bail!("--ctx must be at least 1");

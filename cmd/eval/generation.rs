@@ -74,7 +74,7 @@ pub(super) fn open_model(
     run: &RunOpts,
     needs_template: bool,
 ) -> Result<(LoadedModel, usize)> {
-    let m = LoadedModel::open_with(path, crate::settings::load_options(true)?)?;
+    let (m, _) = crate::settings::open_model(path, crate::settings::load_options(true)?)?;
     if needs_template && m.template.is_none() {
         bail!(
             "{}: the model has no chat template (for IFEval use --raw to send plain prompts)",

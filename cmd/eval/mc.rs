@@ -166,7 +166,7 @@ fn questions(a: &McArgs, m: &LoadedModel) -> Result<(Vec<Question>, String, Path
 
 /// Scores every question (resuming from --out) and builds the report.
 pub fn mc_run(a: &McArgs) -> Result<Done> {
-    let m = LoadedModel::open_with(&a.model, crate::settings::load_options(true)?)?;
+    let (m, _) = crate::settings::open_model(&a.model, crate::settings::load_options(true)?)?;
     let (items, task, data) = questions(a, &m)?;
     let max = m.model.spec.max_position_embeddings;
     let ctx = a.run.ctx.unwrap_or(max).min(max);

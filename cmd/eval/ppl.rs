@@ -69,7 +69,7 @@ pub fn main(a: PplArgs) -> Result<ExitCode> {
     if a.ctx < 2 {
         bail!("--ctx must be at least 2");
     }
-    let m = LoadedModel::open_with(&a.model, crate::settings::load_options(true)?)?;
+    let (m, _) = crate::settings::open_model(&a.model, crate::settings::load_options(true)?)?;
     let base = match a.baseline.as_deref() {
         Some(p) => {
             let mut options = crate::settings::load_options(true)?;

@@ -21,7 +21,6 @@ pub use options::RunArgs;
 
 use anyhow::{bail, Context, Result};
 use options::chat_settings;
-use pocket::loader::LoadedModel;
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
@@ -30,7 +29,7 @@ pub fn main(args: RunArgs) -> Result<ExitCode> {
     let options = crate::settings::load_options(!args.no_verify)?;
     // Read before the model loads: a bad schema or tools file fails fast.
     let mut format = format::from_args(&args)?;
-    let m = LoadedModel::open_with(&args.model, options)?;
+    let (m, _) = crate::settings::open_model(&args.model, options)?;
     if args.spec.on() && format.is_some() {
         bail!("--speculate does not combine with --json-schema, --grammar, --regex, --choices or --tools yet");
     }

@@ -21,6 +21,18 @@ impl std::fmt::Debug for ByteView {
 }
 
 impl ByteView {
+    /// A copy of `bytes` in anonymous read-only memory: computed weights (an adapter's new
+    /// output head) go where the engine reads mapped ones.
+    pub fn from_bytes(bytes: &[u8]) -> std::io::Result<ByteView> {
+        let mut map = memmap2::MmapMut::map_anon(bytes.len().max(1))?;
+        map[..bytes.len()].copy_from_slice(bytes);
+        Ok(ByteView {
+            map: Arc::new(map.make_read_only()?),
+            start: 0,
+            len: bytes.len(),
+        })
+    }
+
     /// Maps a whole file read-only.
     pub fn map_file(path: &Path) -> Result<ByteView, FormatError> {
         let file = File::open(path).map_err(|e| FormatError::io(path, e))?;

@@ -13,6 +13,7 @@ pub mod error;
 pub mod finite;
 pub mod gguf;
 pub mod hf;
+pub mod lora;
 pub mod mnn;
 pub mod model_file;
 pub mod pocket;

@@ -18,6 +18,9 @@ pub struct App {
     pub defaults: Defaults,
     /// How `/v1/systemone` asks and reads (readout, order, head).
     pub decide: pocket::decide::Settings,
+    /// The LoRA adapters loaded at start (`--lora NAME=PATH`) and their current scales: what a
+    /// request without `lora` runs with (`POST /lora-adapters` sets them).
+    pub lora: Mutex<Vec<(Arc<pocket::lora::Adapter>, f32)>>,
     /// The name clients send as `model` (and `/v1/models` lists).
     pub model_id: String,
     pub fingerprint: String,
@@ -71,6 +74,7 @@ impl App {
             engine,
             defaults,
             decide: pocket::decide::Settings::default(),
+            lora: Mutex::new(Vec::new()),
             model_id,
             created: now_secs(),
             max_body,
@@ -121,6 +125,44 @@ impl App {
         } else {
             Err(ApiError::model_not_found(asked, &self.model_id))
         }
+    }
+
+    /// The adapters a request runs with: the ones it lists at its scales (the others at 0, as
+    /// llama.cpp's server does), or the server's current scales. `None`: none at all.
+    pub fn adapters_for(
+        &self,
+        asked: Option<&[(crate::request::LoraRef, f32)]>,
+    ) -> Result<Option<Arc<pocket::lora::AdapterSet>>, ApiError> {
+        let loaded = self.lora.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let adapters: Vec<(Arc<pocket::lora::Adapter>, f32)> = match asked {
+            None => loaded,
+            Some(list) => {
+                let mut out: Vec<(Arc<pocket::lora::Adapter>, f32)> =
+                    loaded.iter().map(|(a, _)| (a.clone(), 0.0)).collect();
+                for (i, (r, scale)) in list.iter().enumerate() {
+                    let at = match r {
+                        crate::request::LoraRef::Id(n) => (*n < out.len()).then_some(*n),
+                        crate::request::LoraRef::Name(n) => {
+                            out.iter().position(|(a, _)| &a.name == n)
+                        }
+                    };
+                    let Some(at) = at else {
+                        return Err(ApiError::invalid(
+                            &format!("lora[{i}].id"),
+                            format!(
+                                "invalid adapter id: this server has {} adapter(s) ({}); see GET /lora-adapters",
+                                out.len(),
+                                out.iter().map(|(a, _)| a.name.as_str()).collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    };
+                    out[at].1 = *scale;
+                }
+                out
+            }
+        };
+        let set = pocket::lora::AdapterSet { adapters };
+        Ok((!set.is_empty()).then(|| Arc::new(set)))
     }
 
     /// The Authorization header is `Bearer KEY` with the server's key (constant time).

@@ -133,6 +133,10 @@ pub async fn systemone(State(app): State<Arc<App>>, req: Request) -> Response {
             plan: plan.clone(),
             head: app.decide.head.clone(),
         }),
+        lora: match app.adapters_for(None) {
+            Ok(l) => l,
+            Err(e) => return refuse(&mut rec, e),
+        },
         sink: Box::new(ChannelSink(tx)),
     };
     if let Err((refused, _)) = app.engine.submit(job) {

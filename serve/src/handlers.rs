@@ -99,6 +99,7 @@ async fn drain(body: &mut Body, deadline: tokio::time::Instant) {
 
 struct Ready {
     prepared: Prepared,
+    lora: Option<Arc<pocket::lora::AdapterSet>>,
     stream: bool,
     include_usage: bool,
 }
@@ -125,6 +126,7 @@ async fn prepare(app: &Arc<App>, endpoint: Endpoint, req: Request) -> Result<Rea
             }
         };
         Ok(Ready {
+            lora: a.adapters_for(common.lora.as_deref())?,
             prepared,
             stream: common.stream,
             include_usage: common.include_usage,
@@ -164,6 +166,7 @@ async fn generate(app: Arc<App>, endpoint: Endpoint, req: Request) -> Response {
         guide: p.guide,
         logprobs: p.logprobs,
         decision: None,
+        lora: ready.lora.clone(),
         sink: Box::new(ChannelSink(tx)),
     };
     if let Err((refused, _)) = app.engine.submit(job) {

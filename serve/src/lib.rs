@@ -74,6 +74,8 @@ pub struct Options {
     pub step_delay: Duration,
     /// How `/v1/systemone` asks and reads its questions.
     pub decide: pocket::decide::Settings,
+    /// LoRA adapters requests may choose (`"lora": [{"id", "scale"}]`), at their default scales.
+    pub lora: Vec<(Arc<pocket::lora::Adapter>, f32)>,
 }
 
 /// Serves `model` until SIGINT or SIGTERM, then shuts down gracefully: no new connections or
@@ -104,6 +106,7 @@ pub fn run(model: Arc<LoadedModel>, opts: Options) -> Result<(), ServeError> {
         opts.log_json,
     );
     app.decide = opts.decide.clone();
+    *app.lora.lock().unwrap_or_else(|e| e.into_inner()) = opts.lora.clone();
     let app = Arc::new(app);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -30,6 +30,63 @@ pub struct Common {
     pub include_usage: bool,
     /// Token id → bias added to its logit.
     pub logit_bias: Vec<(u32, f32)>,
+    /// llama.cpp's `"lora": [{"id", "scale"}]`: the adapters this request runs with (those it
+    /// leaves out at scale 0); `None`: the server's current scales.
+    pub lora: Option<Vec<(LoraRef, f32)>>,
+}
+
+/// An adapter as a request names it: its index in the server's list, or its name.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoraRef {
+    Id(usize),
+    Name(String),
+}
+
+/// `"lora": [{"id": 0, "scale": 0.5}, {"id": "name", "scale": 1}]` (llama.cpp's shape; a name
+/// is pocket's addition).
+pub fn lora_list(v: &Value, param: &str) -> Result<Vec<(LoraRef, f32)>, ApiError> {
+    let Value::Array(items) = v else {
+        return Err(wrong(param, "an array of objects with 'id' and 'scale'", v));
+    };
+    if items.len() > 64 {
+        return Err(ApiError::invalid(param, "at most 64 adapters"));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let p = format!("{param}[{i}]");
+            let Value::Object(o) = it else {
+                return Err(wrong(&p, "an object with 'id' and 'scale'", it));
+            };
+            let id = match o.get("id") {
+                Some(Value::Number(n)) => {
+                    n.as_u64().map(|n| LoraRef::Id(n as usize)).ok_or_else(|| {
+                        ApiError::invalid(
+                            &format!("{p}.id"),
+                            "'id' must be an adapter's index (0, 1, …) or name",
+                        )
+                    })?
+                }
+                Some(Value::String(s)) => LoraRef::Name(s.clone()),
+                Some(v) => return Err(wrong(&format!("{p}.id"), "an integer or a string", v)),
+                None => return Err(ApiError::invalid(&format!("{p}.id"), "'id' is required")),
+            };
+            let scale = match o.get("scale") {
+                None => 1.0,
+                Some(v) => v
+                    .as_f64()
+                    .filter(|x| x.is_finite() && x.abs() <= 1e3)
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            &format!("{p}.scale"),
+                            "'scale' must be a number from -1000 to 1000",
+                        )
+                    })?,
+            };
+            Ok((id, scale as f32))
+        })
+        .collect()
 }
 
 /// One message of a chat request, as the chat template takes it.
@@ -305,6 +362,10 @@ fn common(o: &Map<String, Value>) -> Result<Common, ApiError> {
         }
         Some(v) => return Err(wrong("logit_bias", "an object", v)),
     };
+    let lora = match f.get("lora") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(lora_list(v, "lora")?),
+    };
     let seed = f.integer("seed", i64::MIN, i64::MAX)?.map(|s| s as u64);
     let sampling = Sampling {
         temperature: f.number("temperature", 0.0, 2.0)?,
@@ -324,6 +385,7 @@ fn common(o: &Map<String, Value>) -> Result<Common, ApiError> {
         stream,
         include_usage,
         logit_bias,
+        lora,
     })
 }
 

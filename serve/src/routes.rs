@@ -22,6 +22,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/systemone", post(crate::decide::systemone))
+        .route("/lora-adapters", get(lora_list).post(lora_set))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/health", get(health))
@@ -80,6 +81,67 @@ async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response 
         }
         Err(e) => {
             app.metrics.count("models", 404);
+            e.into_response()
+        }
+    }
+}
+
+/// `GET /lora-adapters`: llama.cpp's list (`id`, `path`, `scale`), with each adapter's name.
+async fn lora_list(State(app): State<Arc<App>>) -> Response {
+    app.metrics.count("lora-adapters", 200);
+    json_response(&lora_json(&app))
+}
+
+fn lora_json(app: &App) -> serde_json::Value {
+    let list = app.lora.lock().unwrap_or_else(|e| e.into_inner());
+    serde_json::Value::Array(
+        list.iter()
+            .enumerate()
+            .map(|(i, (a, s))| {
+                json!({"id": i, "name": a.name, "path": a.path.display().to_string(), "scale": s})
+            })
+            .collect(),
+    )
+}
+
+/// `POST /lora-adapters` `[{"id", "scale"}]`: the scales requests without `lora` run with
+/// (adapters left out go to 0, as llama.cpp's); answers with the new list.
+async fn lora_set(State(app): State<Arc<App>>, req: Request) -> Response {
+    let bytes = match crate::handlers::read_body(&app, req).await {
+        Ok(b) => b,
+        Err(e) => {
+            app.metrics.count("lora-adapters", e.status.as_u16());
+            return e.into_response();
+        }
+    };
+    let parsed = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .map_err(|e| ApiError::body(format!("The request body is not valid JSON: {e}")))
+        .and_then(|v| crate::request::lora_list(&v, "body"))
+        .and_then(|list| app.adapters_for(Some(&list)).map(|_| list));
+    match parsed {
+        Ok(list) => {
+            let mut cur = app.lora.lock().unwrap_or_else(|e| e.into_inner());
+            let names: Vec<String> = cur.iter().map(|(a, _)| a.name.clone()).collect();
+            for (_, s) in cur.iter_mut() {
+                *s = 0.0;
+            }
+            for (r, scale) in list {
+                let at = match r {
+                    crate::request::LoraRef::Id(n) => n,
+                    crate::request::LoraRef::Name(n) => {
+                        names.iter().position(|x| *x == n).unwrap_or(usize::MAX)
+                    }
+                };
+                if let Some(e) = cur.get_mut(at) {
+                    e.1 = scale;
+                }
+            }
+            drop(cur);
+            app.metrics.count("lora-adapters", 200);
+            json_response(&lora_json(&app))
+        }
+        Err(e) => {
+            app.metrics.count("lora-adapters", e.status.as_u16());
             e.into_response()
         }
     }

@@ -46,7 +46,9 @@ fn log_prob(row: &[f32], id: u32) -> f64 {
 
 /// A fresh state holding everything `from` holds, with room for `extra` more positions.
 fn copy_of(model: &Model, from: &State, extra: usize) -> State {
-    model.state_with(from.cache.fork(from.cache.len() + extra))
+    let mut st = model.state_with(from.cache.fork(from.cache.len() + extra));
+    st.lora = from.lora.clone();
+    st
 }
 
 /// One plan to read: its state (the cache holding the plan's shared tokens), the head for
@@ -199,7 +201,10 @@ pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Err
                 Read::Tree(keys) => {
                     let mut s = vec![0.0; keys.len()];
                     if let Some(root) = branches(keys).into_iter().find(|b| b.path.is_empty()) {
-                        root.add(&mut s, &model.logits_of(hid(last), &root.tokens()));
+                        root.add(
+                            &mut s,
+                            &model.logits_of(hid(last), &root.tokens(), lora_of(a.state)),
+                        );
                     }
                     s
                 }
@@ -303,7 +308,7 @@ pub fn evaluate_many(model: &Model, asks: &mut [Ask]) -> Result<Vec<Scores>, Err
             let hidden = &rows.hidden[j * h..(j + 1) * h];
             b.add(
                 &mut out[it.ask].raw[it.variant],
-                &model.logits_of(hidden, &b.tokens()),
+                &model.logits_of(hidden, &b.tokens(), states[j].lora.as_deref()),
             );
         }
     }
@@ -391,6 +396,11 @@ mod tests {
                 && (p[2] - 0.5).abs() < 1e-12
         );
     }
+}
+
+/// The adapters a state runs with, if any.
+fn lora_of(st: &State) -> Option<&crate::lora::AdapterSet> {
+    st.lora.as_deref()
 }
 
 fn need_head<'h>(head: Option<&'h Head>, what: &str) -> Result<&'h Head, Error> {

@@ -7,7 +7,9 @@
 //! enabled, which the compiler vectorises over the eight lanes of the sum without changing an
 //! operation. The tests hold them to the scalar one bit for bit.
 
-use super::{Cpu, Isa};
+use super::Cpu;
+#[cfg(target_arch = "x86_64")]
+use super::Isa;
 
 /// `e^x` for `x <= 0`, rounded to f32: the sampler's own, so a seed draws the same tokens on
 /// every platform (`f32::exp` is the platform's libm, whose last bits differ between glibc,

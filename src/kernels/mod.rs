@@ -21,6 +21,7 @@ pub mod exp_weights;
 pub mod f32_tile;
 pub mod gate;
 pub mod interleave;
+pub mod lora;
 pub mod norm;
 pub mod pool;
 pub mod q4;

@@ -3,6 +3,7 @@
 //! sequences). Each sequence is a [`State`]; its rows run at its next positions, in order.
 //! Read beside transformers' `Qwen2DecoderLayer` / `Gemma3DecoderLayer.forward`.
 
+use super::adapt::{add_head, runs_of, Adapted};
 use super::linear::{Linear, Observer, Site};
 use super::rows::{
     add_rows, norm_rows, norm_rows_in_place, on_pool, pool_rows, rows_per_task, ELEMS_PER_TASK,
@@ -10,6 +11,7 @@ use super::rows::{
 use super::{Layer, Logits, Model, Picked, State};
 use crate::attention::{attend, Split};
 use crate::kernels::norm::rms_norm;
+use crate::lora::Target;
 use crate::Error;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -70,7 +72,11 @@ impl Model {
                     eps,
                     &mut st.xn,
                 );
-                head.matvec(&st.xn, &mut st.logits);
+                let set = st.lora.clone().filter(|l| !l.is_empty());
+                self.head_for(set.as_deref()).matvec(&st.xn, &mut st.logits);
+                if let Some(set) = set {
+                    add_head(self.config.cpu, &set, &st.xn, 1, &mut st.logits);
+                }
                 self.softcap(&mut st.logits);
                 Vec::new()
             }
@@ -81,6 +87,19 @@ impl Model {
                     1 => head.matvec(&xn, &mut out),
                     _ if steps => head.matmul_as_matvec(&xn, n, &mut out),
                     _ => head.matmul(&xn, n, &mut out),
+                }
+                let runs = runs_of(lens);
+                if let Some(a) = Adapted::of(states, &runs) {
+                    let v = s.vocab_size;
+                    for r in 0..n {
+                        if let Some(set) = a.set_of(r) {
+                            let (x, y) = (&xn[r * h..(r + 1) * h], &mut out[r * v..(r + 1) * v]);
+                            if let Some(m) = set.new_head() {
+                                m.matvec(x, y);
+                            }
+                            add_head(self.config.cpu, set, x, 1, y);
+                        }
+                    }
                 }
                 self.softcap(&mut out);
                 out
@@ -129,6 +148,18 @@ impl Model {
             match picked.len() {
                 1 => head.matvec(&hidden, &mut out),
                 m => head.matmul(&hidden, m, &mut out),
+            }
+            if let Some(a) = Adapted::of(states, &runs_of(lens)) {
+                let v = s.vocab_size;
+                for (i, &r) in picked.iter().enumerate() {
+                    if let Some(set) = a.set_of(r) {
+                        let (x, y) = (&hidden[i * h..(i + 1) * h], &mut out[i * v..(i + 1) * v]);
+                        if let Some(m) = set.new_head() {
+                            m.matvec(x, y);
+                        }
+                        add_head(self.config.cpu, set, x, 1, y);
+                    }
+                }
             }
             self.softcap(&mut out);
         }
@@ -181,13 +212,23 @@ impl Model {
             }
         };
 
+        let cpu = self.config.cpu;
+        let adapted = Adapted::of(states, &runs);
         let mut x = self.embed(tokens);
+        if let Some(a) = &adapted {
+            a.embed(cpu, tokens, &mut x, h, self.embedding_scale());
+        }
         for (li, layer) in self.layers.iter().enumerate() {
             // Attention block.
             let xn = norm_rows(self.config.cpu, &x, &layer.input_norm, eps);
             see(li, Site::AttnIn, &xn);
-            let [mut q, mut k, v] =
+            let [mut q, mut k, mut v] =
                 Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n, steps);
+            if let Some(a) = &adapted {
+                a.linear(cpu, li, Target::Q, &xn, &mut q, n);
+                a.linear(cpu, li, Target::K, &xn, &mut k, n);
+                a.linear(cpu, li, Target::V, &xn, &mut v, n);
+            }
             let attn = if steps && n > 1 && runs.iter().all(|r| r.len() == 1) {
                 self.attend_steps(li, layer, states, &pos, &mut q, &mut k, &v)
             } else {
@@ -196,15 +237,21 @@ impl Model {
             };
             see(li, Site::AttnOut, &attn);
             let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n, steps);
+            if let Some(a) = &adapted {
+                a.linear(cpu, li, Target::O, &attn, &mut o, n);
+            }
             norm_rows_in_place(self.config.cpu, &mut o, layer.attn_out_norm.as_deref(), eps);
             add_rows(&mut x, &o, h);
 
             // MLP block (gated: SwiGLU, or GELU for Gemma).
             let xn = norm_rows(self.config.cpu, &x, &layer.mlp_norm, eps);
             see(li, Site::MlpIn, &xn);
-            let gate = self.gate_up(layer, &xn, n, steps);
+            let gate = self.gate_up(layer, &xn, n, steps, adapted.as_ref().map(|a| (a, li)));
             see(li, Site::MlpDown, &gate);
             let [mut down] = Linear::forward_rows([&layer.down_proj], &gate, n, steps);
+            if let Some(a) = &adapted {
+                a.linear(cpu, li, Target::Down, &gate, &mut down, n);
+            }
             norm_rows_in_place(
                 self.config.cpu,
                 &mut down,
@@ -475,8 +522,20 @@ impl Model {
     }
 
     /// `act(gate) · up` of `n` normed rows: down_proj's input.
-    fn gate_up(&self, layer: &Layer, xn: &[f32], n: usize, steps: bool) -> Vec<f32> {
-        let [mut gate, up] = Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n, steps);
+    fn gate_up(
+        &self,
+        layer: &Layer,
+        xn: &[f32],
+        n: usize,
+        steps: bool,
+        adapted: Option<(&Adapted, usize)>,
+    ) -> Vec<f32> {
+        let [mut gate, mut up] =
+            Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n, steps);
+        if let Some((a, li)) = adapted {
+            a.linear(self.config.cpu, li, Target::Gate, xn, &mut gate, n);
+            a.linear(self.config.cpu, li, Target::Up, xn, &mut up, n);
+        }
         if on_pool(n) {
             let f = layer.gate_proj.weight.rows;
             pool_rows(&mut gate, f, |i, g| {

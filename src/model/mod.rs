@@ -3,6 +3,7 @@
 //! sliding windows) read from [`ModelSpec`]. Weight names are the
 //! Hugging Face ones, so this file reads side by side with transformers' modeling code.
 
+mod adapt;
 mod forward;
 mod linear;
 mod rows;
@@ -75,6 +76,8 @@ pub struct Model {
     rope_local: Option<Rope>,
     /// The kernels, activation precision and KV cache type this model runs with.
     pub config: EngineConfig,
+    /// The LoRA adapters new states run with (`--lora`); a state may carry others.
+    pub lora: Option<std::sync::Arc<crate::lora::AdapterSet>>,
 }
 
 impl Model {
@@ -187,6 +190,7 @@ impl Model {
             rope_local: s.sliding.as_ref().map(|sl| Rope::new(&sl.rope, s.head_dim)),
             spec: s.clone(),
             config,
+            lora: None,
         })
     }
 
@@ -243,7 +247,9 @@ impl Model {
     /// A state over `cache` (a fork of another state's, say).
     pub fn state_with(&self, cache: KvCache) -> State {
         let s = &self.spec;
-        State::new(cache, s.hidden_size, s.vocab_size)
+        let mut st = State::new(cache, s.hidden_size, s.vocab_size);
+        st.lora = self.lora.clone();
+        st
     }
 
     /// [`Model::new_state`] with the KV cache in `precision` (f32: the exact reference).
@@ -254,7 +260,7 @@ impl Model {
         let s = &self.spec;
         let cache = KvCache::new(s.num_layers, s.num_kv_heads, s.head_dim, context, precision)
             .with_windows(&self.layers.iter().map(|l| l.window).collect::<Vec<_>>());
-        State::new(cache, s.hidden_size, s.vocab_size)
+        self.state_with(cache)
     }
 
     /// A context shift on `state`'s cache: drops positions `from..from + count` and moves the
@@ -279,6 +285,23 @@ impl Model {
         }
     }
 
+    /// The output head a sequence with adapters `lora` runs: an adapter's new head, else the
+    /// base's (`lm_head`, or the tied embedding).
+    pub(crate) fn head_for<'a>(&'a self, lora: Option<&'a crate::lora::AdapterSet>) -> &'a Matrix {
+        lora.and_then(|l| l.new_head())
+            .or(self.lm_head.as_ref())
+            .unwrap_or(&self.embed_tokens)
+    }
+
+    /// What embeddings are multiplied by: Gemma's sqrt(hidden_size), else 1.
+    fn embedding_scale(&self) -> f32 {
+        if self.spec.scale_embeddings {
+            (self.spec.hidden_size as f32).sqrt()
+        } else {
+            1.0
+        }
+    }
+
     /// Gemma multiplies embeddings by sqrt(hidden_size) (in f32, as llama.cpp does).
     fn scale_embedding(&self, x: &mut [f32]) {
         if self.spec.scale_embeddings {
@@ -290,8 +313,13 @@ impl Model {
     /// The logits of just `ids` for a final-normed hidden state (a row of the head each, in
     /// f32 with an f64 sum): what a readout over a few tokens needs, without the head's
     /// whole-vocabulary product.
-    pub fn logits_of(&self, hidden: &[f32], ids: &[u32]) -> Vec<f32> {
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+    pub fn logits_of(
+        &self,
+        hidden: &[f32],
+        ids: &[u32],
+        lora: Option<&crate::lora::AdapterSet>,
+    ) -> Vec<f32> {
+        let head = self.head_for(lora);
         let mut row = vec![0.0f32; self.spec.hidden_size];
         let mut out: Vec<f32> = ids
             .iter()
@@ -303,6 +331,9 @@ impl Model {
                     .sum::<f64>() as f32
             })
             .collect();
+        if let Some(set) = lora.filter(|l| !l.is_empty()) {
+            adapt::add_head_ids(self.config.cpu, set, hidden, ids, &mut out);
+        }
         self.softcap(&mut out);
         out
     }

@@ -12,6 +12,8 @@ pub struct State {
     /// Called after each chunk of a prompt's prefill with (tokens done, tokens in the prompt):
     /// a terminal's progress bar on a long prompt (the library draws nothing itself).
     pub on_prefill: Option<Box<dyn FnMut(usize, usize) + Send>>,
+    /// The LoRA adapters this sequence runs with (none: the base).
+    pub lora: Option<std::sync::Arc<crate::lora::AdapterSet>>,
 }
 
 impl State {
@@ -21,6 +23,7 @@ impl State {
             xn: vec![0.0; hidden],
             logits: vec![0.0; vocab],
             on_prefill: None,
+            lora: None,
         }
     }
 

@@ -72,6 +72,9 @@ pub struct Job {
     /// A decision instead of an answer (then `prompt` is empty and the sampling fields are
     /// unused).
     pub decision: Option<Decision>,
+    /// The LoRA adapters the job runs with (none: the base). Jobs with different adapters share
+    /// decode steps; a cached prefix is reused only under the same adapters.
+    pub lora: Option<Arc<crate::lora::AdapterSet>>,
     pub sink: Box<dyn Sink>,
 }
 

@@ -20,6 +20,9 @@ pub(super) struct PromptCache {
 }
 
 struct Entry {
+    /// The adapter set the prompt ran with ([`AdapterSet::key`](crate::lora::AdapterSet::key);
+    /// empty: the base): keys and values of other adapters are other numbers.
+    adapters: String,
     tokens: Vec<u32>,
     kv: KvCache,
     bytes: usize,
@@ -53,10 +56,11 @@ impl PromptCache {
     }
 
     /// The entry sharing the longest prefix with `prompt`, counted up to `at_most` positions.
-    pub(super) fn find(&self, prompt: &[u32], at_most: usize) -> Option<Found> {
+    pub(super) fn find(&self, prompt: &[u32], at_most: usize, adapters: &str) -> Option<Found> {
         self.entries
             .iter()
             .enumerate()
+            .filter(|(_, e)| e.adapters == adapters)
             .map(|(index, e)| Found {
                 index,
                 len: crate::generate::common_prefix(&e.tokens, prompt).min(at_most),
@@ -77,10 +81,13 @@ impl PromptCache {
     /// Keeps the first `tokens.len()` positions of `kv` (which ran `tokens`), unless a kept
     /// entry already holds them or they exceed the budget; drops entries it extends, then the
     /// least recently used until it fits.
-    pub(super) fn insert(&mut self, tokens: &[u32], kv: &KvCache) {
+    pub(super) fn insert(&mut self, tokens: &[u32], kv: &KvCache, adapters: &str) {
         if self.budget == 0
             || tokens.is_empty()
-            || self.entries.iter().any(|e| e.tokens.starts_with(tokens))
+            || self
+                .entries
+                .iter()
+                .any(|e| e.adapters == adapters && e.tokens.starts_with(tokens))
         {
             return;
         }
@@ -93,7 +100,7 @@ impl PromptCache {
         }
         let mut freed = 0;
         self.entries.retain(|e| {
-            let keep = !tokens.starts_with(&e.tokens);
+            let keep = e.adapters != adapters || !tokens.starts_with(&e.tokens);
             if !keep {
                 freed += e.bytes;
             }
@@ -112,6 +119,7 @@ impl PromptCache {
         self.clock += 1;
         self.bytes += bytes;
         self.entries.push(Entry {
+            adapters: adapters.to_string(),
             tokens: tokens.to_vec(),
             kv: copy,
             bytes,
@@ -178,30 +186,31 @@ mod tests {
         let a: Vec<u32> = (0..20).collect();
         let one = filled(&a, p).prefix(20).unwrap().bytes() + 80;
         let mut pc = PromptCache::new(2 * one + 10);
-        pc.insert(&a[..10], &filled(&a, p));
-        pc.insert(&a, &filled(&a, p)); // extends the first: it replaces it
+        pc.insert(&a[..10], &filled(&a, p), "");
+        pc.insert(&a, &filled(&a, p), ""); // extends the first: it replaces it
         assert_eq!(pc.len(), 1);
-        pc.insert(&a[..12], &filled(&a, p)); // already held
+        pc.insert(&a[..12], &filled(&a, p), ""); // already held
         assert_eq!(pc.len(), 1);
         let mut q = a.clone();
         q.extend([99, 98]);
-        let f = pc.find(&q, q.len() - 1).unwrap();
+        let f = pc.find(&q, q.len() - 1, "").unwrap();
+        assert!(pc.find(&q, q.len() - 1, "adapter@3f800000").is_none());
         assert_eq!(f.len, 20);
-        assert_eq!(pc.find(&[7, 7], 1).map(|f| f.len), None);
+        assert_eq!(pc.find(&[7, 7], 1, "").map(|f| f.len), None);
         let b: Vec<u32> = (100..120).collect();
         let c: Vec<u32> = (200..220).collect();
-        pc.insert(&b, &filled(&b, p));
+        pc.insert(&b, &filled(&b, p), "");
         let mut into = filled(&[1], p);
-        let f = pc.find(&a, 19).unwrap();
+        let f = pc.find(&a, 19, "").unwrap();
         assert!(pc.restore(&f, &mut into)); // a is now the most recent
-        pc.insert(&c, &filled(&c, p)); // over budget: b, the least recent, leaves
+        pc.insert(&c, &filled(&c, p), ""); // over budget: b, the least recent, leaves
         assert_eq!(pc.len(), 2);
         assert!(pc.bytes() <= 2 * one + 10);
-        assert!(pc.find(&b, 19).is_none() && pc.find(&c, 19).is_some());
+        assert!(pc.find(&b, 19, "").is_none() && pc.find(&c, 19, "").is_some());
         assert_eq!(into.len(), 19);
         // No budget, nothing kept.
         let mut none = PromptCache::new(0);
-        none.insert(&a, &filled(&a, p));
+        none.insert(&a, &filled(&a, p), "");
         assert_eq!((none.len(), none.bytes()), (0, 0));
     }
 }

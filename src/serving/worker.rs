@@ -27,6 +27,8 @@ const STEP_ROWS: usize = 16;
 
 struct Slot<'m> {
     state: State,
+    /// The adapters `state.cache` was computed with ([`crate::lora::AdapterSet::key`]).
+    lora_key: String,
     /// The token ids in `state.cache`, position by position.
     cached: Vec<u32>,
     /// When the slot last finished a job (least recently used goes first on ties).
@@ -66,6 +68,7 @@ pub(super) fn run(m: &LoadedModel, rx: Receiver<Msg>, shared: &Shared, cap: Capa
     let mut slots: Vec<Slot> = (0..cap.slots)
         .map(|_| Slot {
             state: m.model.new_state(cap.context),
+            lora_key: m.model.lora.as_ref().map(|l| l.key()).unwrap_or_default(),
             cached: Vec::new(),
             used: 0,
             live: None,
@@ -220,17 +223,21 @@ fn admit<'m>(
             Some(_) => p.len(),
             None => p.len() - 1,
         };
+        let key = job.lora.as_ref().map(|l| l.key()).unwrap_or_default();
         let free: Vec<(usize, usize)> = slots
             .iter()
             .enumerate()
             .filter(|(_, s)| s.live.is_none())
-            .map(|(i, s)| (i, common_prefix(&s.cached, &p).min(keep_at_most)))
+            .map(|(i, s)| match s.lora_key == key {
+                true => (i, common_prefix(&s.cached, &p).min(keep_at_most)),
+                false => (i, 0),
+            })
             .collect();
         let (i, own) = *free
             .iter()
             .max_by_key(|&&(i, n)| (n, std::cmp::Reverse(slots[i].used)))
             .expect("a free slot");
-        let from_cache = kept.find(&p, keep_at_most).filter(|f| f.len > own);
+        let from_cache = kept.find(&p, keep_at_most, &key).filter(|f| f.len > own);
         let (i, reused) = match from_cache {
             Some(found) => {
                 let (j, _) = *free
@@ -252,6 +259,8 @@ fn admit<'m>(
         let slot = &mut slots[i];
         let reused = slot.state.cache.truncate(reused);
         slot.cached.truncate(reused);
+        slot.state.lora = job.lora.clone();
+        slot.lora_key = key;
         let job = *job;
         let dec = Decoding::new(
             &m.tokenizer,
@@ -346,7 +355,7 @@ fn run_prompts(
                 live.ran = end;
                 if last && live.first.is_none() {
                     // A whole prompt's keys and values: kept for requests that start alike.
-                    kept.insert(&slot.cached, &slot.state.cache);
+                    kept.insert(&slot.cached, &slot.state.cache, &slot.lora_key);
                 }
                 if last && deciding {
                     live.first = Some(Instant::now());

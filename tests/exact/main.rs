@@ -8,6 +8,7 @@ mod common;
 mod decide;
 mod gguf_export;
 mod gguf_import;
+mod lora;
 mod qat_import;
 mod real_gemma3;
 mod refactor_guard;

@@ -16,6 +16,7 @@ pub(crate) mod act;
 pub(crate) mod attn;
 pub(crate) mod dense;
 pub(crate) mod gate;
+pub(crate) mod lora;
 pub(crate) mod norm;
 pub(crate) mod q4p;
 pub(crate) mod q4p_f32;

@@ -82,7 +82,7 @@ pub(super) fn run_prompts(
                 slot.cached.extend_from_slice(&live.todo[start..start + n]);
                 live.ran += n;
                 if live.remaining() == 0 && live.first.is_none() {
-                    kept.insert(&slot.cached, &slot.state.cache);
+                    kept.insert(&slot.cached, &slot.state.cache, &slot.lora_key);
                     live.first = Some(Instant::now());
                 }
             }

@@ -3,6 +3,7 @@
 pub(crate) mod act;
 pub(crate) mod attn;
 pub(crate) mod gate;
+pub(crate) mod lora;
 pub(crate) mod q4;
 pub(crate) mod q4p;
 pub(crate) mod q4p_f32;

@@ -5,6 +5,7 @@ pub(crate) mod attn;
 pub(crate) mod dense;
 pub(crate) mod gate;
 pub(crate) mod interleave;
+pub(crate) mod lora;
 pub(crate) mod q4;
 pub(crate) mod q4p;
 pub(crate) mod q4p_f32;

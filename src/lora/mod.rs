@@ -1,0 +1,290 @@
+//! LoRA adapters on a loaded base, unmerged (docs/lora.md): each adapted linear layer computes
+//! `W·x + s·B·(A·x)`, the base's quantized kernels untouched and the low-rank product in f32
+//! beside them ([`crate::kernels::lora`]). Adapters belong to a sequence, not to the model: a
+//! [`State`](crate::model::State) carries its [`AdapterSet`] (adapters and their scales), so a
+//! server's continuous batch runs requests with different adapters in one pass, the base's
+//! weights read once and each row adding its own adapters.
+//!
+//! [`Adapter::attach`] checks a file's adapter against the base: every target must be a weight
+//! of the base with the same shape, and a mismatch is refused naming the module and both
+//! shapes.
+
+use crate::model::Model;
+use crate::Error;
+use pocket_formats::lora::{LoraAdapter, LoraModule};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Which linear layer of a decoder layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    Q,
+    K,
+    V,
+    O,
+    Gate,
+    Up,
+    Down,
+}
+
+impl Target {
+    pub const ALL: [Target; 7] = [
+        Target::Q,
+        Target::K,
+        Target::V,
+        Target::O,
+        Target::Gate,
+        Target::Up,
+        Target::Down,
+    ];
+
+    /// The HF name's module part (`self_attn.q_proj`).
+    pub fn module(self) -> &'static str {
+        match self {
+            Target::Q => "self_attn.q_proj",
+            Target::K => "self_attn.k_proj",
+            Target::V => "self_attn.v_proj",
+            Target::O => "self_attn.o_proj",
+            Target::Gate => "mlp.gate_proj",
+            Target::Up => "mlp.up_proj",
+            Target::Down => "mlp.down_proj",
+        }
+    }
+}
+
+/// One adapted weight in the kernel's layout: `A` `[rank, in]` and `Bᵀ` `[rank, out]`.
+#[derive(Clone, Debug)]
+pub struct LowRank {
+    pub rank: usize,
+    pub cols: usize,
+    pub rows: usize,
+    pub a: Vec<f32>,
+    pub bt: Vec<f32>,
+    /// The adapter's own scale (alpha / r, …), before the user's.
+    pub scale: f32,
+}
+
+impl LowRank {
+    fn from_module(m: &LoraModule, head_dim: usize) -> LowRank {
+        let (r, rows) = (m.rank, m.rows);
+        let mut bt = vec![0f32; r * rows];
+        for o in 0..rows {
+            // A llama q/k GGUF adapter's B rows are in llama.cpp's interleaved order.
+            let src = if m.qk_permuted {
+                pocket_formats::gguf::model::llama_qk_row(o, head_dim)
+            } else {
+                o
+            };
+            for j in 0..r {
+                bt[j * rows + o] = m.b[src * r + j];
+            }
+        }
+        LowRank {
+            rank: r,
+            cols: m.cols,
+            rows,
+            a: m.a.clone(),
+            bt,
+            scale: m.scale,
+        }
+    }
+
+    /// Bytes of f32 weights.
+    pub fn bytes(&self) -> usize {
+        (self.a.len() + self.bt.len()) * 4
+    }
+}
+
+/// An adapter checked against a base and laid out for the kernels.
+pub struct Adapter {
+    /// The name requests use (`--lora name=PATH`), or the file's stem.
+    pub name: String,
+    pub path: std::path::PathBuf,
+    /// Per decoder layer, per [`Target`] (in [`Target::ALL`]'s order).
+    pub layers: Vec<[Option<LowRank>; 7]>,
+    /// The embedding's: `A` is `[vocab, rank]` (a token's row), `Bᵀ` `[rank, hidden]`.
+    pub embed: Option<LowRank>,
+    /// The output head's (`lm_head`; a tied model's head only, not its embedding).
+    pub head: Option<LowRank>,
+    /// A whole new output head (PEFT's `modules_to_save` with `lm_head`), used instead of the
+    /// base's by the sequences that run this adapter.
+    pub new_head: Option<crate::weights::Matrix>,
+    pub modules: usize,
+    pub ranks: Vec<usize>,
+    pub source: &'static str,
+    pub alpha: f64,
+    pub rslora: bool,
+}
+
+impl Adapter {
+    /// Reads an adapter file and checks it against `model`.
+    pub fn open(model: &Model, path: &Path, name: &str) -> Result<Adapter, Error> {
+        let file = pocket_formats::lora::open(path)?;
+        Adapter::attach(model, &file, name)
+    }
+
+    pub fn attach(model: &Model, f: &LoraAdapter, name: &str) -> Result<Adapter, Error> {
+        let s = &model.spec;
+        let path = f.path.display();
+        if let Some(arch) = &f.architecture {
+            if pocket_formats::hf::Family::from_model_type(arch) != Some(s.family) {
+                return Err(Error::Invalid(format!(
+                    "{path}: an adapter for a {arch} model; the base is {}",
+                    s.family.as_str()
+                )));
+            }
+        }
+        let mut new_head = None;
+        for r in &f.replaced {
+            if r.target != "lm_head.weight" {
+                return Err(Error::Invalid(format!(
+                    "{path}: replaces {} whole (modules_to_save); pocket runs adapters of linear \
+                     layers and embeddings, and new output heads (merge this one into the base \
+                     first)",
+                    r.target
+                )));
+            }
+            if r.shape != [s.vocab_size, s.hidden_size] {
+                return Err(Error::Invalid(format!(
+                    "{path}: module lm_head.weight: the adapter's new head is {:?}; the base's is \
+                     [{}, {}]",
+                    r.shape, s.vocab_size, s.hidden_size
+                )));
+            }
+            let bytes: Vec<u8> = r.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let view = pocket_formats::bytes::ByteView::from_bytes(&bytes)
+                .map_err(|e| Error::Invalid(format!("{path}: {e}")))?;
+            new_head = Some(crate::weights::Matrix::new(
+                "lm_head.weight (adapter)",
+                s.vocab_size,
+                s.hidden_size,
+                pocket_formats::quant::QuantType::F32,
+                view,
+                model.config,
+            )?);
+        }
+        let mut layers: Vec<[Option<LowRank>; 7]> =
+            (0..s.num_layers).map(|_| Default::default()).collect();
+        let mut embed = None;
+        let mut head = None;
+        let mut ranks = Vec::new();
+        for m in &f.modules {
+            let shape = |what: &str, want: (usize, usize)| -> Result<(), Error> {
+                let got = if m.embedding {
+                    (m.cols, m.rows)
+                } else {
+                    (m.rows, m.cols)
+                };
+                if got != want {
+                    return Err(Error::Invalid(format!(
+                        "{path}: module {}: the adapter's {what} is [{}, {}]; the base's is [{}, {}]",
+                        m.target, got.0, got.1, want.0, want.1
+                    )));
+                }
+                Ok(())
+            };
+            ranks.push(m.rank);
+            if m.target == "model.embed_tokens.weight" {
+                if !m.embedding {
+                    return Err(Error::Invalid(format!(
+                        "{path}: module {}: a linear LoRA on the embedding",
+                        m.target
+                    )));
+                }
+                shape("embedding", (s.vocab_size, s.hidden_size))?;
+                embed = Some(LowRank::from_module(m, s.head_dim));
+                continue;
+            }
+            if m.target == "lm_head.weight" {
+                shape("output head", (s.vocab_size, s.hidden_size))?;
+                head = Some(LowRank::from_module(m, s.head_dim));
+                continue;
+            }
+            let found = (0..s.num_layers).find_map(|l| {
+                Target::ALL
+                    .iter()
+                    .position(|t| m.target == format!("model.layers.{l}.{}.weight", t.module()))
+                    .map(|t| (l, t))
+            });
+            let Some((l, t)) = found else {
+                return Err(Error::Invalid(format!(
+                    "{path}: module {} is not a linear layer of this {} base ({} layers)",
+                    m.target,
+                    s.family.as_str(),
+                    s.num_layers
+                )));
+            };
+            let w = &model.layers[l].linears()[t].weight;
+            shape("weight", (w.rows, w.cols))?;
+            layers[l][t] = Some(LowRank::from_module(m, s.head_dim));
+        }
+        Ok(Adapter {
+            name: name.to_string(),
+            path: f.path.clone(),
+            modules: f.modules.len(),
+            layers,
+            embed,
+            head,
+            new_head,
+            ranks,
+            source: f.source.name(),
+            alpha: f.alpha,
+            rslora: f.rslora,
+        })
+    }
+
+    /// Bytes of the adapter's f32 weights.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .flatten()
+            .chain(&self.embed)
+            .chain(&self.head)
+            .map(LowRank::bytes)
+            .sum::<usize>()
+            + self.new_head.as_ref().map_or(0, |m| m.stored_bytes())
+    }
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Adapter({} from {}, {} modules)",
+            self.name,
+            self.path.display(),
+            self.modules
+        )
+    }
+}
+
+/// The adapters a sequence runs with, each at a user's scale (multiplying its own).
+#[derive(Clone, Debug, Default)]
+pub struct AdapterSet {
+    pub adapters: Vec<(Arc<Adapter>, f32)>,
+}
+
+impl AdapterSet {
+    /// The output head this set runs with, when an adapter replaces the base's.
+    pub fn new_head(&self) -> Option<&crate::weights::Matrix> {
+        self.adapters
+            .iter()
+            .filter(|(_, s)| *s != 0.0)
+            .find_map(|(a, _)| a.new_head.as_ref())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.adapters.iter().all(|(_, s)| *s == 0.0)
+    }
+
+    /// A key that two sets share exactly when they compute the same (a prompt cache's key).
+    pub fn key(&self) -> String {
+        self.adapters
+            .iter()
+            .filter(|(_, s)| *s != 0.0)
+            .map(|(a, s)| format!("{}@{:08x}", a.name, s.to_bits()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
