@@ -5,7 +5,6 @@ use crate::term::thousands;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use pocket::calibrate::{calibrate, BUILTIN_TEXT};
-use pocket::loader::LoadedModel;
 use pocket_formats::convert::{write_pocket, ConvertReport};
 use pocket_formats::model_file::ModelFile;
 use pocket_formats::recipe::{CalibrationInfo, Recipe};
@@ -41,6 +40,20 @@ pub fn convert(
         .tensors()
         .iter()
         .any(|t| t.stored.is_some_and(|q| q.is_quantized()));
+    // `--lora`: the adapters are merged (W + s·B·A before quantizing), and the calibration runs
+    // the model with them.
+    let merged = match crate::settings::has_lora() {
+        true => Some(crate::settings::open_model(input, crate::settings::load_options(true)?)?.0),
+        false => None,
+    };
+    let merge = match &merged {
+        Some(m) => {
+            let set = m.model.lora.as_ref().expect("--lora attached its adapters");
+            merge_note(&source, input);
+            Some(pocket::lora::merge::Merge::new(&m.model, set)?)
+        }
+        None => None,
+    };
     let importance = if recipe.searches_q4() && calib.calib != "none" && !qat_source {
         let (text, origin) = match calib.calib {
             "builtin" => (BUILTIN_TEXT.to_string(), "builtin".to_string()),
@@ -50,7 +63,7 @@ pub fn convert(
                 path.to_string(),
             ),
         };
-        let model = LoadedModel::open_with(input, crate::settings::load_options(true)?)?;
+        let (model, _) = crate::settings::open_model(input, crate::settings::load_options(true)?)?;
         let bar = progress_bar(quiet);
         bar.set_message("calibrating");
         let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {
@@ -74,10 +87,37 @@ pub fn convert(
         bar.set_position(done);
         bar.set_message(name.to_string());
     };
-    let report = write_pocket(&source, recipe, importance.as_ref(), output, &progress)
-        .with_context(|| format!("writing {}", output.display()))?;
+    let edits = merge
+        .as_ref()
+        .map(|m| m as &dyn pocket_formats::convert::Edits);
+    let report = write_pocket(
+        &source,
+        recipe,
+        importance.as_ref(),
+        edits,
+        output,
+        &progress,
+    )
+    .with_context(|| format!("writing {}", output.display()))?;
     bar.finish_and_clear();
     Ok((report, start.elapsed().as_secs_f64()))
+}
+
+/// Merging into a base whose weights are already quantized re-quantizes the adapted ones: said
+/// once, on stderr.
+pub fn merge_note(source: &ModelFile, input: &Path) {
+    let quantized = source
+        .tensors()
+        .iter()
+        .any(|t| t.stored.is_some_and(|q| q.is_quantized()))
+        || matches!(source, ModelFile::Gguf { .. });
+    if quantized {
+        eprintln!(
+            "note: {} is already quantized: merging the adapter re-quantizes the weights it \
+             changes (from the full-precision base the merge is exact before quantizing)",
+            input.display()
+        );
+    }
 }
 
 /// A progress bar on stderr, hidden when `quiet` or when stderr is not a terminal.

@@ -84,12 +84,29 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         }
     };
     let source = ModelFile::open(&args.input)?;
+    let merged = match crate::settings::has_lora() {
+        true => {
+            Some(crate::settings::open_model(&args.input, crate::settings::load_options(true)?)?.0)
+        }
+        false => None,
+    };
+    let merge = match &merged {
+        Some(m) => {
+            crate::convert::merge_note(&source, &args.input);
+            let set = m.model.lora.as_ref().expect("--lora attached its adapters");
+            Some(pocket::lora::merge::Merge::new(&m.model, set)?)
+        }
+        None => None,
+    };
     let bar = progress_bar(args.json);
     let start = std::time::Instant::now();
     let report = write_gguf(
         &source,
         ty,
         args.quant.allow_nonfinite,
+        merge
+            .as_ref()
+            .map(|m| m as &dyn pocket_formats::convert::Edits),
         &args.output,
         &|done, total, name| {
             bar.set_length(total);
@@ -138,7 +155,9 @@ fn mnn(args: &ExportArgs) -> Result<ExitCode> {
         }
     }
     let mut _temp = None;
-    let pocket = if PocketFile::sniff(&args.input) {
+    // A .pocket is copied as it is, unless adapters are merged into it (then it is exported
+    // again, re-quantizing what they change).
+    let pocket = if PocketFile::sniff(&args.input) && !crate::settings::has_lora() {
         args.input.clone()
     } else {
         // Next to the package, not in it: a failed export leaves no directory behind.

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// Model: an HF checkpoint directory, a .pocket file or a GGUF file
+    /// Model: an HF checkpoint directory, a .pocket file or a GGUF file; or a LoRA adapter (a
+    /// PEFT directory or a GGUF LoRA file): its modules, ranks and alpha
     pub model: PathBuf,
     /// Print one JSON object instead of text (always with every tensor and metadata key)
     #[arg(long)]
@@ -62,7 +63,95 @@ fn dump(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether `path` is a LoRA adapter: a PEFT directory, or a GGUF whose `general.type` is
+/// `adapter`.
+fn is_adapter(path: &std::path::Path) -> bool {
+    if path.is_dir() {
+        return path.join("adapter_config.json").is_file();
+    }
+    pocket_formats::gguf::reader::GgufFile::sniff(path)
+        && pocket_formats::gguf::reader::GgufFile::open(path)
+            .is_ok_and(|f| f.get("general.type").and_then(|v| v.as_str()) == Some("adapter"))
+}
+
+/// An adapter's modules, ranks, alpha and scales.
+fn adapter(args: &InspectArgs) -> Result<ExitCode> {
+    let a = pocket_formats::lora::open(&args.model)?;
+    let mut ranks: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for m in &a.modules {
+        *ranks.entry(m.rank).or_default() += 1;
+        let kind = m.target.rsplit('.').nth(1).unwrap_or(&m.target).to_string();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    let params: usize = a.modules.iter().map(|m| m.a.len() + m.b.len()).sum();
+    if args.json {
+        let modules: Vec<_> = a
+            .modules
+            .iter()
+            .map(|m| {
+                json!({"target": m.target, "rank": m.rank, "scale": m.scale,
+                            "in": m.cols, "out": m.rows, "embedding": m.embedding})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "path": args.model.display().to_string(), "format": a.source.name(),
+                "base": a.base, "architecture": a.architecture, "alpha": a.alpha,
+                "rslora": a.rslora, "parameters": params, "modules": modules,
+                "replaced": a.replaced.iter().map(|r| &r.target).collect::<Vec<_>>(),
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}: {} LoRA adapter", args.model.display(), a.source.name());
+    if let Some(b) = &a.base {
+        println!("  base: {b}");
+    }
+    println!(
+        "  {} modules, {} parameters; alpha {}{}",
+        a.modules.len(),
+        thousands(params as u64),
+        a.alpha,
+        if a.rslora {
+            " (rsLoRA: scale alpha/sqrt(r))"
+        } else {
+            ""
+        }
+    );
+    let show = |m: &BTreeMap<_, usize>| -> String {
+        m.iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("  targets: {}", show(&kinds));
+    let ranks: BTreeMap<String, usize> = ranks
+        .into_iter()
+        .map(|(r, n)| (format!("r{r}"), n))
+        .collect();
+    println!("  ranks: {}", show(&ranks));
+    let scales: std::collections::BTreeSet<String> = a
+        .modules
+        .iter()
+        .map(|m| format!("{:.4}", m.scale))
+        .collect();
+    println!(
+        "  scales: {}",
+        scales.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    if !a.replaced.is_empty() {
+        let r: Vec<&str> = a.replaced.iter().map(|r| r.target.as_str()).collect();
+        println!("  replaces whole: {}", r.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn main(args: InspectArgs) -> Result<ExitCode> {
+    if is_adapter(&args.model) {
+        return adapter(&args);
+    }
     if let (Some(name), Some(to)) = (&args.dump, &args.to) {
         // The file alone: no tokenizer or model to build for one tensor.
         let file = ModelFile::open(&args.model)?;

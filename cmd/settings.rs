@@ -11,6 +11,11 @@ static ACTIVATIONS_FLAG: OnceLock<Activations> = OnceLock::new();
 static KV_FLAG: OnceLock<KvPrecision> = OnceLock::new();
 static LORA_FLAGS: OnceLock<Vec<String>> = OnceLock::new();
 
+/// Whether `--lora` was given.
+pub fn has_lora() -> bool {
+    LORA_FLAGS.get().is_some_and(|v| !v.is_empty())
+}
+
 /// Records `--lora` (repeatable, global).
 pub fn set_lora_flags(specs: Vec<String>) {
     let _ = LORA_FLAGS.set(specs);

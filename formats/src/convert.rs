@@ -50,10 +50,40 @@ pub type Progress<'a> = &'a (dyn Fn(u64, u64, &str) + Sync);
 /// running the model on calibration text).
 pub type Importance = std::collections::HashMap<String, Vec<f32>>;
 
+/// Values added to tensors before they are stored (a LoRA adapter merged at export: `s·B·A`),
+/// computed one tensor at a time. An edited tensor is always encoded from f32, never copied.
+pub trait Edits: Sync {
+    /// Whether tensor `name` (an HF name) is edited.
+    fn contains_key(&self, name: &str) -> bool;
+    /// What to add to tensor `name`'s values (row-major, HF order).
+    fn delta(&self, name: &str) -> Option<Vec<f32>>;
+}
+
+/// A tensor's f32 values with its edit (if any) added; the shapes must agree.
+pub fn edited(
+    source: &ModelFile,
+    name: &str,
+    edits: Option<&dyn Edits>,
+) -> Result<Vec<f32>, FormatError> {
+    let mut v = source.read_f32(name)?;
+    if let Some(d) = edits.and_then(|e| e.delta(name)) {
+        if d.len() != v.len() {
+            return Err(FormatError::BadTensor {
+                path: source.path().to_path_buf(),
+                name: name.into(),
+                reason: format!("an edit of {} values for {} stored", d.len(), v.len()),
+            });
+        }
+        v.iter_mut().zip(d).for_each(|(x, dx)| *x += dx);
+    }
+    Ok(v)
+}
+
 pub fn write_pocket(
     source: &ModelFile,
     recipe: &Recipe,
     importance: Option<&Importance>,
+    edits: Option<&dyn Edits>,
     dest: &Path,
     progress: Progress,
 ) -> Result<ConvertReport, FormatError> {
@@ -150,12 +180,14 @@ pub fn write_pocket(
         let mut reports = Vec::with_capacity(plan.len());
         let mut overall = ErrorStats::default();
         for (t, dtype, note, shape) in &plan {
+            let edited = edits.is_some_and(|e| e.contains_key(&t.name));
             let (bytes, report, stats) = encode_tensor(
                 source,
                 recipe,
                 importance,
+                edits,
                 &t.name,
-                t.stored,
+                if edited { None } else { t.stored },
                 *dtype,
                 shape,
                 note.clone(),
@@ -209,6 +241,7 @@ fn encode_tensor(
     source: &ModelFile,
     recipe: &Recipe,
     importance: Option<&Importance>,
+    edits: Option<&dyn Edits>,
     name: &str,
     stored: Option<QuantType>,
     dtype: QuantType,
@@ -248,7 +281,7 @@ fn encode_tensor(
         // Imported parameters that f16 cannot hold exactly: the values are re-gridded below,
         // block by block (exact wherever some f16 scale and zero reproduce them).
     }
-    let values = source.read_f32(name)?;
+    let values = edited(source, name, edits)?;
     crate::finite::check(source, name, &values, recipe.allow_nonfinite)?;
     let mut bytes = Vec::new();
     let stats = match dtype {

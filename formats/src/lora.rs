@@ -540,7 +540,7 @@ impl Source {
     pub fn name(self) -> &'static str {
         match self {
             Source::Peft => "PEFT",
-            Source::Gguf => "GGUF LoRA",
+            Source::Gguf => "GGUF",
         }
     }
 }

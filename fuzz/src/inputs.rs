@@ -13,6 +13,25 @@ pub fn split_decision(data: &[u8]) -> (bool, &[u8]) {
     }
 }
 
+/// Writes a LoRA adapter input: with `peft`, `[u16 n][adapter_config.json][safetensors]` as a
+/// PEFT directory (`dir/peft`), else the bytes as a GGUF file (`dir/adapter.gguf`); returns the
+/// path to open.
+pub fn write_adapter(peft: bool, data: &[u8], dir: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    if peft {
+        let (config, weights) = split_checkpoint(data);
+        let d = dir.join("peft");
+        std::fs::create_dir_all(&d)?;
+        std::fs::write(d.join("adapter_config.json"), config)?;
+        std::fs::write(d.join("adapter_model.safetensors"), weights)?;
+        Ok(d)
+    } else {
+        let p = dir.join("adapter.gguf");
+        std::fs::write(&p, data)?;
+        Ok(p)
+    }
+}
+
 /// A valid tokenizer for checkpoint inputs: the fuzzer then reaches the model loader and the
 /// engine instead of stopping at a missing file.
 pub const TOKENIZER_JSON: &[u8] = include_bytes!("../../fixtures/tiny/qwen3-tiny/tokenizer.json");

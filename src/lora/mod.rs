@@ -9,6 +9,8 @@
 //! of the base with the same shape, and a mismatch is refused naming the module and both
 //! shapes.
 
+pub mod merge;
+
 use crate::model::Model;
 use crate::Error;
 use pocket_formats::lora::{LoraAdapter, LoraModule};

@@ -88,6 +88,29 @@ fn st_join(path: &Path, header: &[u8], data: &[u8]) {
     std::fs::write(path, out).unwrap();
 }
 
+/// Gives tensor `name` a new `shape` and the first `bytes` of its data, moving the tensors
+/// stored after it so the data section stays contiguous.
+fn resize_tensor(h: &mut Value, data: &mut Vec<u8>, name: &str, shape: &[usize], bytes: usize) {
+    let (s, e) = (
+        h[name]["data_offsets"][0].as_u64().unwrap() as usize,
+        h[name]["data_offsets"][1].as_u64().unwrap() as usize,
+    );
+    let cut = e - s - bytes;
+    data.drain(s + bytes..e);
+    h[name]["shape"] = serde_json::json!(shape);
+    h[name]["data_offsets"] = serde_json::json!([s, s + bytes]);
+    for (k, t) in h.as_object_mut().unwrap().iter_mut() {
+        if k == "__metadata__" || k == name {
+            continue;
+        }
+        let o = t["data_offsets"][0].as_u64().unwrap() as usize;
+        if o >= e {
+            let end = t["data_offsets"][1].as_u64().unwrap() as usize;
+            t["data_offsets"] = serde_json::json!([o - cut, end - cut]);
+        }
+    }
+}
+
 fn edit_safetensors(dir: &Path, f: impl FnOnce(&mut Value, &mut Vec<u8>)) {
     let p = dir.join("model.safetensors");
     let (mut h, mut data) = st_split(&p);
@@ -1177,6 +1200,126 @@ fn cases(dir: &Path) -> Vec<Case> {
         None,
         1,
         &["not a decision head"],
+    ));
+    // LoRA adapters: each refused in one line naming the file and what is wrong.
+    let adapter = |name: &str, f: &dyn Fn(&Path)| -> String {
+        let d = dir.join(name);
+        copy_dir(&root().join("fixtures/lora/qwen2-tiny/all"), &d);
+        f(&d);
+        d.display().to_string()
+    };
+    let lora = |what: &'static str, path: String, needles: &[&'static str]| Case {
+        format: "LoRA adapter",
+        what,
+        args: vec![
+            "run".into(),
+            qwen2.clone(),
+            "-p".into(),
+            "hi".into(),
+            "--lora".into(),
+            path,
+        ],
+        stdin: None,
+        code: 1,
+        needles: needles.to_vec(),
+    };
+    let edit_adapter = |d: &Path, f: &dyn Fn(&mut Value, &mut Vec<u8>)| {
+        let p = d.join("adapter_model.safetensors");
+        let (mut h, mut data) = st_split(&p);
+        f(&mut h, &mut data);
+        st_join(&p, &serde_json::to_vec(&h).unwrap(), &data);
+    };
+    let q_a = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
+    v.push(lora(
+        "for another base (a llama adapter on qwen2)",
+        root()
+            .join("fixtures/lora/llama-tiny/all")
+            .display()
+            .to_string(),
+        &[
+            "llama-tiny/all",
+            "an adapter for a llama model; the base is qwen2",
+        ],
+    ));
+    v.push(lora(
+        "a module's shape differs from the base's",
+        adapter("lora-shape", &|d| {
+            edit_adapter(d, &|h, data| {
+                // q_proj's A takes 32 inputs: [4, 32], its first 512 bytes kept.
+                resize_tensor(h, data, q_a, &[4, 32], 512);
+            })
+        }),
+        &[
+            "model.layers.0.self_attn.q_proj.weight",
+            "the adapter's weight is [64, 32]; the base's is [64, 64]",
+        ],
+    ));
+    v.push(lora(
+        "rank of A and B disagree",
+        adapter("lora-rank", &|d| {
+            edit_adapter(d, &|h, _| {
+                h[q_a]["shape"] = serde_json::json!([2, 128]);
+            })
+        }),
+        &["model.layers.0.self_attn.q_proj", "do not share a rank"],
+    ));
+    v.push(lora(
+        "DoRA",
+        adapter("lora-dora", &|d| {
+            edit_json(&d.join("adapter_config.json"), |c| {
+                c["use_dora"] = Value::Bool(true)
+            })
+        }),
+        &["adapter_config.json", "DoRA"],
+    ));
+    v.push(lora(
+        "another PEFT method (LoHa)",
+        adapter("lora-loha", &|d| {
+            edit_json(&d.join("adapter_config.json"), |c| {
+                c["peft_type"] = Value::from("LOHA")
+            })
+        }),
+        &["adapter_config.json", "a LOHA adapter"],
+    ));
+    v.push(lora(
+        "truncated safetensors",
+        adapter("lora-trunc", &|d| {
+            let p = d.join("adapter_model.safetensors");
+            let b = std::fs::read(&p).unwrap();
+            std::fs::write(&p, &b[..b.len() / 2]).unwrap();
+        }),
+        &["adapter_model.safetensors", "truncated"],
+    ));
+    v.push(lora(
+        "NaN in an adapter",
+        adapter("lora-nan", &|d| {
+            edit_adapter(d, &|h, data| {
+                let at = h[q_a]["data_offsets"][0].as_u64().unwrap() as usize;
+                data[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+            })
+        }),
+        &["q_proj.lora_A.weight", "NaN"],
+    ));
+    v.push(lora(
+        "a model GGUF as an adapter",
+        root()
+            .join("fixtures/gguf/llama-tiny-q8_0.gguf")
+            .display()
+            .to_string(),
+        &["llama-tiny-q8_0.gguf", "not a LoRA adapter"],
+    ));
+    v.push(lora(
+        "a file that is neither",
+        write(dir, "notes.txt", b"hello").display().to_string(),
+        &["notes.txt", "not a LoRA adapter"],
+    ));
+    v.push(lora(
+        "a bad scale",
+        format!(
+            "{}:inf",
+            root().join("fixtures/lora/qwen2-tiny/all").display()
+        ),
+        &["the scale inf is not a finite number"],
     ));
     v.push(Case {
         format: "usage",

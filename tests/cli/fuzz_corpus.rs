@@ -137,6 +137,26 @@ fn committed_fuzz_inputs_never_crash_the_binary() {
         ));
         n += 1;
     }
+    for (i, input) in inputs_of("lora_adapter").iter().enumerate() {
+        let data = std::fs::read(input).unwrap();
+        let (peft, bytes) = inputs::split_decision(&data);
+        let path = inputs::write_adapter(peft, bytes, &tmp.path().join(format!("l{i}"))).unwrap();
+        let model = common::tiny("qwen2-tiny");
+        bad.extend(check(
+            &[
+                "run",
+                model.to_str().unwrap(),
+                "--lora",
+                path.to_str().unwrap(),
+                "-p",
+                "hi",
+                "-n",
+                "2",
+            ],
+            input,
+        ));
+        n += 1;
+    }
     assert!(n >= 20, "only {n} committed inputs");
     assert!(
         bad.is_empty(),

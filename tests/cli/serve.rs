@@ -763,3 +763,92 @@ fn sigterm_ends_streams_cleanly_and_exits_0() {
         assert!(last.get("error").is_some() || last["choices"][0]["finish_reason"].is_string());
     }
 }
+
+/// LoRA adapters in the server: loaded at start by name, listed and re-scaled at
+/// `/lora-adapters`, chosen per request with llama.cpp's `"lora"` field; each answer equals
+/// `pocket run --lora` with the same adapters, an unknown id is a 400.
+#[test]
+fn lora_adapters_are_chosen_per_request_and_answer_as_pocket_run() {
+    let m = model();
+    let all = common::root().join("fixtures/lora/qwen2-tiny/all");
+    let pat = common::root().join("fixtures/lora/qwen2-tiny/patterns");
+    let s = Server::start(
+        &m,
+        &[
+            "--parallel",
+            "2",
+            "--lora",
+            &format!("style={}", all.display()),
+            "--lora",
+            &format!("{}:0", pat.display()),
+        ],
+    );
+    let list = s.get("/lora-adapters").json();
+    assert_eq!(list[0]["name"], "style");
+    assert_eq!(list[0]["scale"], 1.0);
+    assert_eq!(list[1]["name"], "patterns");
+    assert_eq!(list[1]["scale"], 0.0);
+    let run = |lora: &[String]| -> String {
+        let mut args: Vec<String> = vec!["run".into(), m.display().to_string()];
+        for l in lora {
+            args.push("--lora".into());
+            args.push(l.clone());
+        }
+        args.extend(
+            [
+                "--system",
+                "Be brief.",
+                "-p",
+                "Hello there",
+                "-n",
+                "24",
+                "--temp",
+                "0",
+                "--json",
+            ]
+            .map(String::from),
+        );
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = common::pocket_ok(&refs);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["text"].as_str().unwrap().to_string()
+    };
+    let chat = |extra: Value| -> String {
+        let r = s.post("/v1/chat/completions", &chat_body("Hello there", extra));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let base = run(&[]);
+    let styled = run(&[all.display().to_string()]);
+    let both = run(&[
+        format!("{}:0.5", all.display()),
+        format!("{}:1.5", pat.display()),
+    ]);
+    assert_ne!(base, styled, "the adapter changes the answer");
+    // No "lora": the server's scales (style at 1, patterns at 0).
+    assert_eq!(chat(json!({})), styled);
+    assert_eq!(chat(json!({"lora": []})), base);
+    assert_eq!(
+        chat(json!({"lora": [{"id": 0, "scale": 0.5}, {"id": "patterns", "scale": 1.5}]})),
+        both
+    );
+    // New default scales.
+    let r = s.post("/lora-adapters", &json!([{"id": 1, "scale": 0}]));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()[0]["scale"], 0.0);
+    assert_eq!(chat(json!({})), base);
+    let bad = s.post(
+        "/v1/chat/completions",
+        &chat_body("Hi", json!({"lora": [{"id": 7, "scale": 1}]})),
+    );
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("invalid adapter id"));
+    let bad = s.post("/v1/chat/completions", &chat_body("Hi", json!({"lora": 3})));
+    assert_eq!(bad.status, 400);
+}

@@ -77,3 +77,177 @@ fn adapters_equal_peft_at_every_position() {
     }
     assert_eq!(checked, 4 * 6);
 }
+
+/// llama.cpp's GGUF LoRA files (`convert_lora_to_gguf.py` of the PEFT adapters above) on the
+/// llama fixture's GGUF (`fixtures/gguf/llama-tiny-f32.gguf`, converted as llama.cpp does):
+/// the same logits as transformers + peft, so the q/k rows llama.cpp permutes, the embedding's
+/// transposed `A` and `alpha / r` are read right.
+#[test]
+fn gguf_adapters_on_a_gguf_base_equal_peft() {
+    let r = reference();
+    let ids: Vec<u32> = serde_json::from_str(&r.metadata["llama-tiny.ids"]).unwrap();
+    let m = open_exact(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
+    for case in ["all", "embed_head"] {
+        let path = root().join(format!("fixtures/lora/llama-tiny.{case}.gguf"));
+        let a = Arc::new(Adapter::open(&m.model, &path, case).unwrap());
+        let mut st = m.model.new_state(256);
+        st.lora = Some(Arc::new(AdapterSet {
+            adapters: vec![(a, 1.0)],
+        }));
+        let got = m.model.forward_batch(&mut st, &ids, Logits::All).unwrap();
+        let want = r.tensors[&format!("llama-tiny.{case}")]
+            .to_f32_vec()
+            .unwrap();
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        eprintln!("GGUF llama-tiny {case}: max |logit - peft| = {worst:.2e} (largest {scale:.2})");
+        assert!(worst <= TOLERANCE * scale.max(1.0), "{case}: {worst:.2e}");
+    }
+}
+
+/// Mean KL(p ‖ q) over positions of two `n × vocab` logit sets.
+fn mean_kl(p: &[f32], q: &[f32], vocab: usize) -> f64 {
+    let lsm = |row: &[f32]| -> Vec<f64> {
+        let m = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+        let z = row.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln() + m;
+        row.iter().map(|&x| x as f64 - z).collect()
+    };
+    let n = p.len() / vocab;
+    (0..n)
+        .map(|i| {
+            let (a, b) = (
+                lsm(&p[i * vocab..(i + 1) * vocab]),
+                lsm(&q[i * vocab..(i + 1) * vocab]),
+            );
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| x.exp() * (x - y))
+                .sum::<f64>()
+        })
+        .sum::<f64>()
+        / n as f64
+}
+
+/// `pocket export BASE --lora ADAPTER`: merged at f32 (W + s·B·A stored), the export's logits
+/// equal the unmerged adapter's run on the base within f32 rounding; merged into Q8 and Q4 (the
+/// calibrated search on the merged weights, calibration run with the adapter), its KL from the
+/// unmerged run is the quantizer's own: about the base's KL from its own export at that type.
+#[test]
+fn a_merged_export_equals_the_unmerged_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = reference();
+    let logits = |path: &std::path::Path, ids: &[u32], lora: Option<(&std::path::Path, f32)>| {
+        let m = open_exact(path).unwrap();
+        let mut st = m.model.new_state(256);
+        if let Some((a, s)) = lora {
+            let a = Arc::new(Adapter::open(&m.model, a, "a").unwrap());
+            st.lora = Some(Arc::new(AdapterSet {
+                adapters: vec![(a, s)],
+            }));
+        }
+        (
+            m.model.forward_batch(&mut st, ids, Logits::All).unwrap(),
+            m.model.spec.vocab_size,
+        )
+    };
+    for model in ["llama-tiny", "qwen2-tiny"] {
+        let ids: Vec<u32> = serde_json::from_str(&r.metadata[&format!("{model}.ids")]).unwrap();
+        let base = root().join("fixtures/tiny").join(model);
+        let adapter = root().join("fixtures/lora").join(model).join("all");
+        let spec = format!("{}:0.8", adapter.display());
+        let (unmerged, vocab) = logits(&base, &ids, Some((&adapter, 0.8)));
+        let (plain, _) = logits(&base, &ids, None);
+        for quant in ["f32", "q8", "q4"] {
+            let export = |lora: bool| {
+                let out = tmp.path().join(format!("{model}-{quant}-{lora}.pocket"));
+                let mut args = vec![
+                    "export",
+                    base.to_str().unwrap(),
+                    "-o",
+                    out.to_str().unwrap(),
+                    "--quant",
+                    quant,
+                ];
+                if lora {
+                    args.extend(["--lora", spec.as_str()]);
+                }
+                crate::common::pocket_ok(&args);
+                out
+            };
+            let (merged, _) = logits(&export(true), &ids, None);
+            let kl = mean_kl(&unmerged, &merged, vocab);
+            if quant == "f32" {
+                let worst = merged
+                    .iter()
+                    .zip(&unmerged)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                eprintln!(
+                    "{model} merged at f32: max |logit - unmerged| = {worst:.2e}, KL {kl:.2e}"
+                );
+                assert!(worst <= 2e-5, "{model}: {worst:.2e}");
+                continue;
+            }
+            let (own, _) = logits(&export(false), &ids, None);
+            let kl_base = mean_kl(&plain, &own, vocab);
+            eprintln!("{model} {quant}: KL(unmerged ‖ merged export) {kl:.2e}; the base's own export {kl_base:.2e}");
+            assert!(
+                kl <= 2.0 * kl_base + 1e-4,
+                "{model} {quant}: {kl:.2e} vs {kl_base:.2e}"
+            );
+        }
+    }
+}
+
+/// The merge goes into every export format: a GGUF at f32 (llama's q/k rows permuted as
+/// llama.cpp stores them) runs as the unmerged adapter does, and an MNN package is written
+/// from the merged Q4 export.
+#[test]
+fn merges_reach_gguf_and_mnn_exports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = reference();
+    let ids: Vec<u32> = serde_json::from_str(&r.metadata["llama-tiny.ids"]).unwrap();
+    let base = root().join("fixtures/tiny/llama-tiny");
+    let adapter = root().join("fixtures/lora/llama-tiny/all");
+    let m = open_exact(&base).unwrap();
+    let a = Arc::new(Adapter::open(&m.model, &adapter, "all").unwrap());
+    let mut st = m.model.new_state(256);
+    st.lora = Some(Arc::new(AdapterSet {
+        adapters: vec![(a, 1.0)],
+    }));
+    let unmerged = m.model.forward_batch(&mut st, &ids, Logits::All).unwrap();
+    let gguf = tmp.path().join("merged.gguf");
+    let (b, ad, g) = (
+        base.to_str().unwrap(),
+        adapter.to_str().unwrap(),
+        gguf.to_str().unwrap(),
+    );
+    crate::common::pocket_ok(&[
+        "export", b, "--lora", ad, "--format", "gguf", "--quant", "f32", "-o", g,
+    ]);
+    let mg = open_exact(&gguf).unwrap();
+    let mut st = mg.model.new_state(256);
+    let merged = mg.model.forward_batch(&mut st, &ids, Logits::All).unwrap();
+    let worst = merged
+        .iter()
+        .zip(&unmerged)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= 2e-5, "GGUF merged: {worst:.2e}");
+    let mnn = tmp.path().join("merged-mnn");
+    crate::common::pocket_ok(&[
+        "export",
+        b,
+        "--lora",
+        ad,
+        "--format",
+        "mnn",
+        "-o",
+        mnn.to_str().unwrap(),
+    ]);
+    assert!(mnn.join("llm.mnn").is_file() || std::fs::read_dir(&mnn).unwrap().count() > 2);
+}

@@ -385,6 +385,7 @@ pub fn write_gguf(
     source: &ModelFile,
     quant: GgmlType,
     allow_nonfinite: bool,
+    edits: Option<&dyn crate::convert::Edits>,
     dest: &Path,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<GgufReport, FormatError> {
@@ -531,15 +532,16 @@ pub fn write_gguf(
         }
         // Decoded for the check where the source allows it (a .pocket's 4-bit blocks cannot be
         // read as f32; they were checked when that file was written).
-        let mut values = source.read_f32(&t.name);
+        let edited = edits.is_some_and(|e| e.contains_key(&t.name));
+        let mut values = crate::convert::edited(source, &t.name, edits);
         if let Ok(v) = &mut values {
             crate::finite::check(source, &t.name, v, allow_nonfinite)?;
             // Gemma's norms as llama.cpp stores them: 1 + w.
             let shift = super::model::norm_shift(spec.family, &t.name);
             v.iter_mut().for_each(|x| *x -= shift);
         }
-        let carried = match (t.stored, source.raw_bytes(&t.name)) {
-            (Some(from), Some(bytes)) => carry_q4(&bytes, *rows, *cols, from, *ty, &order),
+        let carried = match (t.stored, source.raw_bytes(&t.name), edited) {
+            (Some(from), Some(bytes), false) => carry_q4(&bytes, *rows, *cols, from, *ty, &order),
             _ => None,
         };
         let (data, carried_blocks, inexact_blocks) = match carried {
