@@ -22,6 +22,7 @@ pub mod f32_tile;
 pub mod gate;
 pub mod interleave;
 pub mod lora;
+pub mod lora_group;
 pub mod norm;
 pub mod pool;
 pub mod q4;

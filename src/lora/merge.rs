@@ -33,12 +33,13 @@ impl<'a> Merge<'a> {
     /// `scale · Bᵀᵀ·A` as an `[rows, cols]` matrix, added to `out`.
     fn add_product(lr: &LowRank, scale: f32, out: &mut [f32]) {
         let (r, rows, cols) = (lr.rank, lr.rows, lr.cols);
+        let (a, bt) = (lr.a.to_f32(), lr.bt.to_f32());
         for o in 0..rows {
             let row = &mut out[o * cols..(o + 1) * cols];
             for j in 0..r {
-                let c = scale * lr.bt[j * rows + o];
+                let c = scale * bt[j * rows + o];
                 if c != 0.0 {
-                    let a = &lr.a[j * cols..(j + 1) * cols];
+                    let a = &a[j * cols..(j + 1) * cols];
                     row.iter_mut().zip(a).for_each(|(y, x)| *y += c * x);
                 }
             }
@@ -84,10 +85,11 @@ impl Edits for Merge<'_> {
                     let Some(lr) = a.embed.as_ref().filter(|_| *s != 0.0) else {
                         continue;
                     };
+                    let (fa, fb) = (lr.a.to_f32(), lr.bt.to_f32());
                     for t in 0..v {
                         for j in 0..lr.rank {
-                            let c = s * lr.scale * lr.a[t * lr.rank + j];
-                            let b = &lr.bt[j * h..(j + 1) * h];
+                            let c = s * lr.scale * fa[t * lr.rank + j];
+                            let b = &fb[j * h..(j + 1) * h];
                             out[t * h..(t + 1) * h]
                                 .iter_mut()
                                 .zip(b)

@@ -11,9 +11,11 @@
 
 pub mod merge;
 
+use crate::kernels::lora::Rows;
 use crate::model::Model;
 use crate::Error;
 use pocket_formats::lora::{LoraAdapter, LoraModule};
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -60,8 +62,8 @@ pub struct LowRank {
     pub rank: usize,
     pub cols: usize,
     pub rows: usize,
-    pub a: Vec<f32>,
-    pub bt: Vec<f32>,
+    pub a: Factor,
+    pub bt: Factor,
     /// The adapter's own scale (alpha / r, …), before the user's.
     pub scale: f32,
 }
@@ -85,15 +87,75 @@ impl LowRank {
             rank: r,
             cols: m.cols,
             rows,
-            a: m.a.clone(),
-            bt,
+            a: Factor::F32(m.a.clone()),
+            bt: Factor::F32(bt),
             scale: m.scale,
         }
     }
 
-    /// Bytes of f32 weights.
+    /// Bytes of its factors as kept.
     pub fn bytes(&self) -> usize {
-        (self.a.len() + self.bt.len()) * 4
+        self.a.bytes() + self.bt.bytes()
+    }
+}
+
+/// A factor's elements as kept: f32, or f16 beside a layer whose kernels quantize the
+/// activations to int8 (a quantized base on the default path). There the f16 rounding (2⁻¹¹
+/// relative) is far below the activations' own, and a decode step reads half the bytes: an
+/// r-16 adapter on all seven linear layers of the MNN-Pocket shape is 14 MB in f16 against
+/// the base's 172 MB. Dense bases and the exact path (`--activations f32`) keep f32, so they
+/// equal transformers + peft.
+#[derive(Clone, Debug)]
+pub enum Factor {
+    F32(Vec<f32>),
+    F16(Vec<u16>),
+}
+
+impl Factor {
+    /// The kernels' view.
+    pub fn rows(&self) -> Rows<'_> {
+        match self {
+            Factor::F32(v) => Rows::F32(v),
+            Factor::F16(v) => Rows::F16(v),
+        }
+    }
+
+    /// Element `i` as f32.
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            Factor::F32(v) => v[i],
+            Factor::F16(v) => half::f16::from_bits(v[i]).to_f32(),
+        }
+    }
+
+    /// The elements as f32 (a copy when kept in f16), for merging.
+    pub fn to_f32(&self) -> Cow<'_, [f32]> {
+        match self {
+            Factor::F32(v) => Cow::Borrowed(v),
+            Factor::F16(v) => Cow::Owned(
+                v.iter()
+                    .map(|&x| half::f16::from_bits(x).to_f32())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Kept in f16 from now on (round to nearest even).
+    fn halve(&mut self) {
+        if let Factor::F32(v) = self {
+            *self = Factor::F16(
+                v.iter()
+                    .map(|&x| half::f16::from_f32(x).to_bits())
+                    .collect(),
+            );
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        match self {
+            Factor::F32(v) => v.len() * 4,
+            Factor::F16(v) => v.len() * 2,
+        }
     }
 }
 
@@ -218,7 +280,12 @@ impl Adapter {
             };
             let w = &model.layers[l].linears()[t].weight;
             shape("weight", (w.rows, w.cols))?;
-            layers[l][t] = Some(LowRank::from_module(m, s.head_dim));
+            let mut lr = LowRank::from_module(m, s.head_dim);
+            if w.quantizes_activations() {
+                lr.a.halve();
+                lr.bt.halve();
+            }
+            layers[l][t] = Some(lr);
         }
         Ok(Adapter {
             name: name.to_string(),
@@ -235,7 +302,7 @@ impl Adapter {
         })
     }
 
-    /// Bytes of the adapter's f32 weights.
+    /// Bytes of the adapter's factors as kept (f16 beside int8 layers, else f32).
     pub fn bytes(&self) -> usize {
         self.layers
             .iter()

@@ -2,8 +2,11 @@
 //! rows of a linear layer's output, its embedding rows and its logits, beside the base's
 //! kernels. A pass where no sequence has an adapter runs exactly as it does without LoRA.
 
+use super::linear::Linear;
 use super::State;
-use crate::kernels::lora::{add_low_rank, axpy, dot};
+use crate::kernels::lora::{axpy_rows, dot_rows};
+use crate::kernels::lora_group::{add_low_ranks, LowRankJob, Projection};
+use crate::kernels::pool;
 use crate::kernels::Cpu;
 use crate::lora::{AdapterSet, LowRank, Target};
 use std::ops::Range;
@@ -41,34 +44,45 @@ impl Adapted {
         (!sets.is_empty()).then_some(Adapted { sets })
     }
 
-    /// `y` (`n × out`) += each sequence's adapters' products for layer `li`'s `t`, over its
-    /// rows of `x` (`n × in`).
-    pub(super) fn linear(
+    /// The layers `ls` (q/k/v, gate/up, or one) over `x` (`n × in`), each output plus each
+    /// sequence's adapters' products for layer `li`'s targets over its rows. The adapters'
+    /// projections `A·x` run in the layers' own pool job ([`Linear::forward_rows_with`]), the
+    /// additions after it.
+    pub(super) fn forward<const N: usize>(
         &self,
         cpu: Cpu,
         li: usize,
-        t: Target,
+        ls: [(&Linear, Target); N],
         x: &[f32],
-        y: &mut [f32],
         n: usize,
-    ) {
-        let (cols, rows) = (x.len() / n, y.len() / n);
+        steps: bool,
+    ) -> [Vec<f32>; N] {
+        let mut jobs = Vec::new();
         for (set, run) in &self.sets {
             for (ad, s) in &set.adapters {
-                if let (Some(lr), true) = (&ad.layers[li][t as usize], *s != 0.0) {
-                    add_low_rank(
-                        cpu,
-                        &lr.a,
-                        &lr.bt,
-                        lr.rank,
-                        &x[run.start * cols..run.end * cols],
-                        run.len(),
-                        lr.scale * s,
-                        &mut y[run.start * rows..run.end * rows],
-                    );
+                for (o, (_, t)) in ls.iter().enumerate() {
+                    if let (Some(lr), true) = (&ad.layers[li][*t as usize], *s != 0.0) {
+                        jobs.push(LowRankJob {
+                            a: lr.a.rows(),
+                            bt: lr.bt.rows(),
+                            rank: lr.rank,
+                            scale: lr.scale * s,
+                            out: o,
+                            rows: run.clone(),
+                        });
+                    }
                 }
             }
         }
+        let linears = ls.map(|(l, _)| l);
+        if jobs.is_empty() {
+            return Linear::forward_rows(linears, x, n, steps);
+        }
+        let p = Projection::new(cpu, x, x.len() / n, &jobs);
+        let mut ys = Linear::forward_rows_with(linears, x, n, steps, p.tasks(), &|i| p.run(i));
+        let mut refs: Vec<&mut [f32]> = ys.iter_mut().map(|y| &mut y[..]).collect();
+        p.add_to(pool::global(), &mut refs);
+        ys
     }
 
     /// Each sequence's embedding adapters: a token's row of `A` times `Bᵀ`, added to its
@@ -83,8 +97,8 @@ impl Adapted {
                     let t = tokens[r] as usize;
                     let row = &mut x[r * h..(r + 1) * h];
                     for j in 0..lr.rank {
-                        let c = lr.a[t * lr.rank + j] * lr.scale * s * scale;
-                        axpy(cpu, row, c, &lr.bt[j * h..(j + 1) * h]);
+                        let c = lr.a.get(t * lr.rank + j) * lr.scale * s * scale;
+                        axpy_rows(cpu, row, c, lr.bt.rows().slice(j * h..(j + 1) * h));
                     }
                 }
             }
@@ -102,10 +116,28 @@ impl Adapted {
 
 /// `logits` (`n × vocab`) += the set's output-head adapters over `hidden` (`n × hidden`).
 pub(super) fn add_head(cpu: Cpu, set: &AdapterSet, hidden: &[f32], n: usize, logits: &mut [f32]) {
-    for (ad, s) in &set.adapters {
-        if let (Some(lr), true) = (&ad.head, *s != 0.0) {
-            add_low_rank(cpu, &lr.a, &lr.bt, lr.rank, hidden, n, lr.scale * s, logits);
-        }
+    let jobs: Vec<LowRankJob> = set
+        .adapters
+        .iter()
+        .filter_map(|(ad, s)| Some((ad.head.as_ref()?, *s)).filter(|(_, s)| *s != 0.0))
+        .map(|(lr, s)| LowRankJob {
+            a: lr.a.rows(),
+            bt: lr.bt.rows(),
+            rank: lr.rank,
+            scale: lr.scale * s,
+            out: 0,
+            rows: 0..n,
+        })
+        .collect();
+    if !jobs.is_empty() {
+        add_low_ranks(
+            cpu,
+            pool::global(),
+            hidden,
+            hidden.len() / n,
+            &jobs,
+            &mut [logits],
+        );
     }
 }
 
@@ -122,7 +154,13 @@ pub(super) fn add_head_ids(
             continue;
         };
         let t: Vec<f32> = (0..lr.rank)
-            .map(|j| dot(cpu, &lr.a[j * lr.cols..(j + 1) * lr.cols], hidden))
+            .map(|j| {
+                dot_rows(
+                    cpu,
+                    lr.a.rows().slice(j * lr.cols..(j + 1) * lr.cols),
+                    hidden,
+                )
+            })
             .collect();
         for (o, &id) in out.iter_mut().zip(ids) {
             *o += lr.scale * s * head_column(lr, &t, id as usize);
@@ -133,6 +171,6 @@ pub(super) fn add_head_ids(
 fn head_column(lr: &LowRank, t: &[f32], id: usize) -> f32 {
     t.iter()
         .enumerate()
-        .map(|(j, tj)| tj * lr.bt[j * lr.rows + id])
+        .map(|(j, tj)| tj * lr.bt.get(j * lr.rows + id))
         .sum()
 }

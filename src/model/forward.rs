@@ -222,13 +222,12 @@ impl Model {
             // Attention block.
             let xn = norm_rows(self.config.cpu, &x, &layer.input_norm, eps);
             see(li, Site::AttnIn, &xn);
-            let [mut q, mut k, mut v] =
-                Linear::forward_rows([&layer.q_proj, &layer.k_proj, &layer.v_proj], &xn, n, steps);
-            if let Some(a) = &adapted {
-                a.linear(cpu, li, Target::Q, &xn, &mut q, n);
-                a.linear(cpu, li, Target::K, &xn, &mut k, n);
-                a.linear(cpu, li, Target::V, &xn, &mut v, n);
-            }
+            let qkv = [
+                (&layer.q_proj, Target::Q),
+                (&layer.k_proj, Target::K),
+                (&layer.v_proj, Target::V),
+            ];
+            let [mut q, mut k, v] = adapted_rows(adapted.as_ref(), cpu, li, qkv, &xn, n, steps);
             let attn = if steps && n > 1 && runs.iter().all(|r| r.len() == 1) {
                 self.attend_steps(li, layer, states, &pos, &mut q, &mut k, &v)
             } else {
@@ -236,10 +235,8 @@ impl Model {
                 self.attend_rows(li, layer, states, &runs, &pos, &q, &k, &v, steps)
             };
             see(li, Site::AttnOut, &attn);
-            let [mut o] = Linear::forward_rows([&layer.o_proj], &attn, n, steps);
-            if let Some(a) = &adapted {
-                a.linear(cpu, li, Target::O, &attn, &mut o, n);
-            }
+            let o_proj = [(&layer.o_proj, Target::O)];
+            let [mut o] = adapted_rows(adapted.as_ref(), cpu, li, o_proj, &attn, n, steps);
             norm_rows_in_place(self.config.cpu, &mut o, layer.attn_out_norm.as_deref(), eps);
             add_rows(&mut x, &o, h);
 
@@ -248,10 +245,8 @@ impl Model {
             see(li, Site::MlpIn, &xn);
             let gate = self.gate_up(layer, &xn, n, steps, adapted.as_ref().map(|a| (a, li)));
             see(li, Site::MlpDown, &gate);
-            let [mut down] = Linear::forward_rows([&layer.down_proj], &gate, n, steps);
-            if let Some(a) = &adapted {
-                a.linear(cpu, li, Target::Down, &gate, &mut down, n);
-            }
+            let down_proj = [(&layer.down_proj, Target::Down)];
+            let [mut down] = adapted_rows(adapted.as_ref(), cpu, li, down_proj, &gate, n, steps);
             norm_rows_in_place(
                 self.config.cpu,
                 &mut down,
@@ -530,12 +525,12 @@ impl Model {
         steps: bool,
         adapted: Option<(&Adapted, usize)>,
     ) -> Vec<f32> {
-        let [mut gate, mut up] =
-            Linear::forward_rows([&layer.gate_proj, &layer.up_proj], xn, n, steps);
-        if let Some((a, li)) = adapted {
-            a.linear(self.config.cpu, li, Target::Gate, xn, &mut gate, n);
-            a.linear(self.config.cpu, li, Target::Up, xn, &mut up, n);
-        }
+        let gu = [
+            (&layer.gate_proj, Target::Gate),
+            (&layer.up_proj, Target::Up),
+        ];
+        let (cpu, li) = (self.config.cpu, adapted.map_or(0, |(_, li)| li));
+        let [mut gate, up] = adapted_rows(adapted.map(|(a, _)| a), cpu, li, gu, xn, n, steps);
         if on_pool(n) {
             let f = layer.gate_proj.weight.rows;
             pool_rows(&mut gate, f, |i, g| {
@@ -548,5 +543,21 @@ impl Model {
             .with_min_len(rows_per_task(ELEMS_PER_TASK))
             .for_each(|(g, u)| self.gate_act(g, u));
         gate
+    }
+}
+
+/// `Linear::forward_rows` over `ls`, with the pass's adapters for layer `li` when it has any.
+fn adapted_rows<const N: usize>(
+    adapted: Option<&Adapted>,
+    cpu: crate::kernels::Cpu,
+    li: usize,
+    ls: [(&Linear, Target); N],
+    x: &[f32],
+    n: usize,
+    steps: bool,
+) -> [Vec<f32>; N] {
+    match adapted {
+        Some(a) => a.forward(cpu, li, ls, x, n, steps),
+        None => Linear::forward_rows(ls.map(|(l, _)| l), x, n, steps),
     }
 }

@@ -25,15 +25,35 @@ impl Linear {
         n: usize,
         steps: bool,
     ) -> [Vec<f32>; N] {
+        Linear::forward_rows_with(ls, x, n, steps, 0, &|_| {})
+    }
+
+    /// [`Linear::forward_rows`], and `extra` more pool tasks `f(0..extra)` (an adapter's
+    /// projections of the same input): in the mat-vec's own pool job for one row, after the
+    /// products for more.
+    pub fn forward_rows_with<const N: usize>(
+        ls: [&Linear; N],
+        x: &[f32],
+        n: usize,
+        steps: bool,
+        extra: usize,
+        f: &(dyn Fn(usize) + Sync),
+    ) -> [Vec<f32>; N] {
         let ms = ls.map(|l| &l.weight);
         let mut ys = ls.map(|l| vec![0.0f32; n * l.weight.rows]);
         {
             let mut refs: Vec<&mut [f32]> = ys.iter_mut().map(|y| y.as_mut_slice()).collect();
             match (n, N) {
-                (1, 1) => ms[0].matvec(x, refs[0]),
-                (1, _) => Matrix::matvec_group(&ms, x, &mut refs),
-                _ if steps => Matrix::matmul_group_as_matvec(&ms, x, n, &mut refs),
-                _ => Matrix::matmul_group(&ms, x, n, &mut refs),
+                (1, 1) if extra == 0 => ms[0].matvec(x, refs[0]),
+                (1, _) => Matrix::matvec_group_with(&ms, x, &mut refs, extra, f),
+                _ => {
+                    if steps {
+                        Matrix::matmul_group_as_matvec(&ms, x, n, &mut refs)
+                    } else {
+                        Matrix::matmul_group(&ms, x, n, &mut refs)
+                    }
+                    crate::kernels::pool::global().run(extra, f);
+                }
             }
         }
         for (l, y) in ls.iter().zip(ys.iter_mut()) {

@@ -48,6 +48,19 @@ impl Matrix {
     /// activations of one block size, `x` is quantized once and every matrix's row bands go
     /// to the worker pool as one job (one wake-up and one wait instead of one per matrix).
     pub fn matvec_group(ms: &[&Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
+        Matrix::matvec_group_with(ms, x, ys, 0, &|_| {});
+    }
+
+    /// [`Matrix::matvec_group`] with `extra` more tasks `f(0..extra)` in the same pool job, run
+    /// first (an adapter's projections of the same input: `crate::kernels::lora_group`), or
+    /// after the products where the matrices take other kernels.
+    pub fn matvec_group_with(
+        ms: &[&Matrix],
+        x: &[f32],
+        ys: &mut [&mut [f32]],
+        extra: usize,
+        f: &(dyn Fn(usize) + Sync),
+    ) {
         assert_eq!(ms.len(), ys.len());
         let kernels: Option<Vec<IntKernel>> = ms.iter().map(|m| m.int8_kernel()).collect();
         let cpu = ms[0].config.cpu;
@@ -59,6 +72,7 @@ impl Matrix {
             for (m, y) in ms.iter().zip(ys.iter_mut()) {
                 m.matvec(x, y);
             }
+            kernels::pool::global().run(extra, f);
             return;
         };
         for (m, y) in ms.iter().zip(ys.iter()) {
@@ -75,8 +89,11 @@ impl Matrix {
                 bands.push((i, b * band, std::sync::Mutex::new(chunk)));
             }
         }
-        pool.run(bands.len(), &|t| {
-            let (i, first, ref out) = bands[t];
+        pool.run(extra + bands.len(), &|t| {
+            if t < extra {
+                return f(t);
+            }
+            let (i, first, ref out) = bands[t - extra];
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             ks[i].dot_rows(cpu, first, &a, &mut out);
         });

@@ -286,6 +286,12 @@ impl Matrix {
         }
     }
 
+    /// Whether its kernels quantize the activations to int8 (a quantized matrix on the default
+    /// path): what an adapter beside it can round to f16 for free ([`crate::lora::Factor`]).
+    pub fn quantizes_activations(&self) -> bool {
+        self.int8_kernel().is_some()
+    }
+
     /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
     fn int8_kernel(&self) -> Option<IntKernel<'_>> {
         if self.config.activations != Activations::Int8 || self.row_map.is_some() {

@@ -251,3 +251,73 @@ fn merges_reach_gguf_and_mnn_exports() {
     ]);
     assert!(mnn.join("llm.mnn").is_file() || std::fs::read_dir(&mnn).unwrap().count() > 2);
 }
+
+/// A decision model built as the Dec family is (a base plus a LoRA adapter): `pocket decide
+/// --lora` answers as the f32 export with the adapter merged (itself equal to the unmerged run
+/// within 2e-5 above, and the adapter to peft), and not as the base alone.
+#[test]
+fn decisions_run_with_an_adapter_as_on_the_merged_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = root().join("fixtures/tiny/llama-tiny");
+    let adapter = root().join("fixtures/lora/llama-tiny/all");
+    let merged = tmp.path().join("merged.pocket");
+    crate::common::pocket_ok(&[
+        "export",
+        base.to_str().unwrap(),
+        "--lora",
+        adapter.to_str().unwrap(),
+        "--quant",
+        "f32",
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    let decide = |model: &std::path::Path, lora: bool| -> Vec<f64> {
+        let mut args = vec![
+            "decide".to_string(),
+            model.display().to_string(),
+            "--state".into(),
+            "My parcel never arrived and I want my money back.".into(),
+            "--choice".into(),
+            "What does the customer want?".into(),
+            "refund=money back".into(),
+            "shipping=where the parcel is".into(),
+            "other=something else".into(),
+            "--noul".into(),
+            "Is the customer angry?".into(),
+            "--json".into(),
+        ];
+        if lora {
+            args.extend(["--lora".to_string(), adapter.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out: serde_json::Value =
+            serde_json::from_slice(&crate::common::pocket_ok(&args).stdout).unwrap();
+        let a = &out["answers"];
+        let mut p: Vec<f64> = ["refund", "shipping", "other"]
+            .iter()
+            .map(|k| a["choice"]["probabilities"][k].as_f64().unwrap())
+            .collect();
+        p.push(a["noul"]["noul"].as_f64().unwrap());
+        p
+    };
+    let (unmerged, on_merged, plain) = (
+        decide(&base, true),
+        decide(&merged, false),
+        decide(&base, false),
+    );
+    for (u, m) in unmerged.iter().zip(&on_merged) {
+        assert!(
+            (u - m).abs() <= 1e-5,
+            "unmerged {unmerged:?} vs merged {on_merged:?}"
+        );
+    }
+    let moved = unmerged
+        .iter()
+        .zip(&plain)
+        .map(|(u, p)| (u - p).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        moved > 1e-3,
+        "the adapter changes the answers: {unmerged:?} vs {plain:?}"
+    );
+}
