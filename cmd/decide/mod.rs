@@ -34,9 +34,11 @@ the turn); all options in one multi-row pass
   probe    a probe head (--head) trained by `pocket decide fit --train-head` on one question
 Noul questions read yes/no, score questions the level digits, in every zero-shot readout.
 
-Not built yet: heads inside GGUF files (llama.cpp's <arch>.decision.* metadata and systemone \
-template); decision models whose LoRA adapter is a separate file (that waits for LoRA \
-support: merge it into the base first).
+Decision models: a GGUF with llama.cpp's <arch>.decision.* metadata and systemone template \
+(openjev, lev, kev; other types are refused by name); an HF directory with its \
+decision_head.safetensors; a base with its LoRA adapter as a separate file (--lora ADAPTER, \
+and --head HEAD). Not built yet: `fit` trains probe heads, not pointer heads (pointer heads \
+are read and run); images and box questions are refused.
 
 Examples:
   pocket decide MODEL --state \"I was charged twice, I want my money back\" \\
