@@ -20,8 +20,9 @@ Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the 
 The JSON also carries load_s, ttft_s (start of loading to the first token of a 10-token \
 prompt), peak_rss_bytes, threads, isa (the kernels chosen, e.g. avx512-vnni or aarch64-i8mm), \
 activations and kv. POCKET_ISA=scalar|avx2|avx512 (x86-64) or scalar|neon|dotprod|i8mm (aarch64) \
-caps the kernels; --activations f32 (POCKET_ACT=f32) selects the exact \
-path (f32 activations and f32 KV cache) instead of int8 activations; POCKET_KV=f32|f16 sets the KV \
+caps the kernels; --activations int8x2|int8|f32 (POCKET_ACT) selects two-digit int8 activations \
+(the default), one digit (llama.cpp's precision, faster prefill) or the exact path (f32 \
+activations and f32 KV cache); POCKET_KV=f32|f16 sets the KV \
 cache alone; POCKET_POOL=rayon runs the mat-vec bands on rayon instead of pocket's spin-then-park \
 pool (for comparison).
 
@@ -340,10 +341,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         }),
         threads: pocket::kernels::pool::global().threads(),
         isa: model.config.cpu.isa().name(),
-        activations: match model.config.activations {
-            pocket::config::Activations::Int8 => "int8",
-            pocket::config::Activations::F32 => "f32",
-        },
+        activations: model.config.activations.name(),
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);

@@ -7,6 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pocket::calibrate::{calibrate, BUILTIN_TEXT};
 use pocket_formats::convert::{write_pocket, ConvertReport};
 use pocket_formats::model_file::ModelFile;
+use pocket_formats::quant::QuantType;
 use pocket_formats::recipe::{CalibrationInfo, Recipe};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -36,10 +37,10 @@ pub fn convert(
     let mut recipe = recipe.clone();
     // Weights imported already quantized (QAT) keep their grid; the model cannot run from
     // such a checkpoint before conversion, so it is not calibrated.
-    let qat_source = source
-        .tensors()
-        .iter()
-        .any(|t| t.stored.is_some_and(|q| q.is_quantized()));
+    let qat_source = source.tensors().iter().any(|t| {
+        t.stored
+            .is_some_and(|q| q.is_quantized() && !matches!(q, QuantType::Ggml(_)))
+    });
     // `--lora`: the adapters are merged (W + s·B·A before quantizing), and the calibration runs
     // the model with them.
     let merged = match crate::settings::has_lora() {
@@ -134,10 +135,15 @@ pub fn progress_bar(quiet: bool) -> ProgressBar {
 }
 
 pub fn print_summary(r: &ConvertReport, seconds: f64) {
+    let kept: Vec<_> = r
+        .tensors
+        .iter()
+        .filter(|t| matches!(t.dtype, QuantType::Ggml(_)))
+        .collect();
     let quantized: Vec<_> = r
         .tensors
         .iter()
-        .filter(|t| t.dtype.is_quantized())
+        .filter(|t| t.dtype.is_quantized() && !matches!(t.dtype, QuantType::Ggml(_)))
         .collect();
     let worst = quantized
         .iter()
@@ -150,6 +156,26 @@ pub fn print_summary(r: &ConvertReport, seconds: f64) {
         r.file_bytes as f64 * 8.0 / r.parameters.max(1) as f64,
         seconds
     );
+    if !kept.is_empty() {
+        let mut types: Vec<(String, usize)> = Vec::new();
+        for t in &kept {
+            let name = t.dtype.to_string();
+            match types.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => *c += 1,
+                None => types.push((name, 1)),
+            }
+        }
+        let list: Vec<String> = types
+            .iter()
+            .map(|(n, c)| format!("{c} {}", n.trim_start_matches("ggml_").to_uppercase()))
+            .collect();
+        println!(
+            "kept {} quantized tensors bit for bit from the GGUF ({}): the same model, nothing \
+             re-quantized (--quant TYPE re-quantizes)",
+            kept.len(),
+            list.join(", ")
+        );
+    }
     if !quantized.is_empty() {
         println!(
             "quantized {} tensors: relative RMS error {:.4} overall{}",

@@ -12,7 +12,7 @@ mod compare;
 mod custom;
 mod decide;
 mod drift;
-mod engine;
+pub(crate) mod engine;
 mod generation;
 mod math;
 mod mc;

@@ -19,7 +19,9 @@ export changes the container: an HF checkpoint becomes one .pocket file (weights
 chat template and generation defaults inside; memory-mappable) using the standard recipe: \
 norms f32, every linear layer and the embedding at --quant. For control over the recipe \
 (embedding type, per-tensor overrides, scale method, QAT handling) and a per-tensor error \
-report, use `pocket quantize`.
+report, use `pocket quantize`. A GGUF input keeps its quantized blocks bit for bit (the same \
+model, a file no larger; the engine packs them at load as it does the GGUF's); --quant TYPE \
+re-quantizes them and then reports the KL from the GGUF on the built-in text, with a verdict.
 
 GGUF export writes what llama.cpp's converter writes (metadata keys, tensor names, the q/k row \
 order of `llama`, tokenizer.ggml.*); weights already in our Q4 carry over to Q4_0/Q4_1 without \
@@ -29,16 +31,19 @@ embedding/head is stored as Q8_0, as llama.cpp's quantizer does.
 Examples:
   pocket export models/smollm2-135m-instruct -o smollm2.pocket
   pocket export models/smollm2-135m-instruct -o smollm2-q8_0.gguf --format gguf --quant q8_0
-  pocket export SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.pocket   (Q4_0/Q4_1 carried over)
+  pocket export SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.pocket   (the GGUF's blocks kept)
+  pocket export model.gguf -o model-q4.pocket --quant q4   (re-quantized; reports the KL it cost)
   pocket export HF_DIR -o model-q8.pocket --quant q8")]
 pub struct ExportArgs {
-    /// HF checkpoint directory (config.json, *.safetensors, tokenizer.json)
+    /// The model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), a
+    /// GGUF (its quantized blocks are kept bit for bit unless --quant is given) or a .pocket
     pub input: PathBuf,
     /// Output file
     #[arg(short, long)]
     pub output: PathBuf,
     /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1, with q4
-    /// meaning q4_1, or q4_0 with --sym), or mnn (a directory MNN 3.6 loads: Q4 weights copied
+    /// meaning q4_1, or q4_0 with --sym; the 4-bit types take the calibrated scale search, as
+    /// a .pocket does), or mnn (a directory MNN 3.6 loads: Q4 weights copied
     /// from a .pocket, or exported with the Q4 recipe first)
     #[arg(long, default_value = "pocket", value_parser = ["pocket", "gguf", "mnn"])]
     pub format: String,
@@ -63,16 +68,82 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
         &args.quant.calib_args(),
         args.json,
     )?;
+    // Re-quantizing a GGUF's blocks changes the model: say by how much, measured.
+    let drift = match (args.quant.quant.is_some(), is_gguf(&args.input)) {
+        (true, true) => Some(requantize_drift(&args.input, &args.output)?),
+        _ => None,
+    };
     if args.json {
-        println!("{}", serde_json::json!({"seconds": secs, "report": report}));
+        let mut v = serde_json::json!({"seconds": secs, "report": report});
+        if let Some(d) = &drift {
+            v["drift_from_source"] = serde_json::json!({
+                "kl_mean": d.0, "top1_agree": d.1, "tokens": d.2, "text": "builtin"
+            });
+        }
+        println!("{v}");
     } else {
         print_summary(&report, secs);
+        if let Some((kl, top1, n)) = drift {
+            let verdict = if kl < 0.005 {
+                "close to the GGUF"
+            } else if kl < 0.03 {
+                "measurably worse than the GGUF: keep the GGUF's blocks (export without --quant) unless the size matters"
+            } else {
+                "a worse model than the GGUF: keep its blocks (export without --quant), or use --quant q8"
+            };
+            println!(
+                "re-quantized from the GGUF: KL {kl:.4} from it on the built-in text ({n} tokens), top-1 agreement {:.1} %: {verdict}",
+                top1 * 100.0
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
+fn is_gguf(p: &std::path::Path) -> bool {
+    matches!(
+        pocket_formats::sniff::sniff(p),
+        Ok(pocket_formats::sniff::Kind::Gguf)
+    )
+}
+
+/// Mean KL(source ‖ output), top-1 agreement and tokens, over the built-in calibration text
+/// (up to 512 tokens, one window), on the default path.
+fn requantize_drift(
+    source: &std::path::Path,
+    output: &std::path::Path,
+) -> Result<(f64, f64, usize)> {
+    use pocket_evals::ppl::{perplexity, PplOptions};
+    let options = || crate::settings::load_options(true);
+    let (out, _) = crate::settings::open_model(output, options()?)?;
+    let (src, _) = crate::settings::open_model(source, options()?)?;
+    let mut tokens = out
+        .tokenizer
+        .encode(pocket::calibrate::BUILTIN_TEXT, true)?;
+    tokens.truncate(512);
+    let ctx = tokens.len().min(out.model.spec.max_position_embeddings);
+    let mut e = crate::eval::engine::Engine::new(&out, ctx);
+    let mut b = crate::eval::engine::Engine::new(&src, ctx);
+    let r = perplexity(
+        &mut e,
+        Some(&mut b as &mut dyn pocket_evals::LogitModel),
+        &tokens,
+        &PplOptions {
+            window: ctx,
+            chunk: 64,
+            prefix: None,
+        },
+        &|_, _| {},
+    )?;
+    Ok((
+        r.kld_mean.unwrap_or(0.0),
+        r.top1_agree.unwrap_or(0.0),
+        r.tokens,
+    ))
+}
+
 fn gguf(args: &ExportArgs) -> Result<ExitCode> {
-    let ty = match (args.quant.quant.as_str(), args.quant.sym) {
+    let ty = match (args.quant.quant_name(), args.quant.sym) {
         ("f32", _) => GgmlType::F32,
         ("f16", _) => GgmlType::F16,
         ("bf16", _) => GgmlType::BF16,
@@ -83,8 +154,52 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1)")
         }
     };
-    let source = ModelFile::open(&args.input)?;
-    let merged = match crate::settings::has_lora() {
+    // Flags a GGUF export cannot honour are refused rather than ignored.
+    if args.quant.block != 64 {
+        bail!("--block applies to .pocket Q4; GGUF's 4-bit types have blocks of 32 (--quant q4_0|q4_1)");
+    }
+    // 4-bit GGUF types take the same calibrated scale search as a .pocket: the weights are
+    // first quantized to our Q4 with blocks of 32 (Q4_0 is our symmetric form; Q4_1's zero
+    // points are searched in its convention) in a temporary .pocket, whose blocks the GGUF
+    // writer then carries over unchanged. The embedding stays f32 there and becomes Q8_0 as
+    // before. `--calib none --method rtn` gives llama-quantize's plain rounding.
+    struct Temp(PathBuf);
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let mut _temp = None;
+    let searched = matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) && !PocketFile::sniff(&args.input);
+    let input = if searched {
+        let parent = args
+            .output
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let name = args
+            .output
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        let tmp = parent.join(format!(".{name}.q4.tmp-{}.pocket", std::process::id()));
+        _temp = Some(Temp(tmp.clone()));
+        let recipe = pocket_formats::recipe::Recipe {
+            linear: pocket_formats::quant::QuantType::Q4 {
+                block: 32,
+                sym: ty == GgmlType::Q4_0,
+            },
+            embed: pocket_formats::quant::QuantType::F32,
+            allow_nonfinite: args.quant.allow_nonfinite,
+            ..Default::default()
+        };
+        convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
+        tmp
+    } else {
+        args.input.clone()
+    };
+    let source = ModelFile::open(&input)?;
+    let merged = match crate::settings::has_lora() && !searched {
         true => {
             Some(crate::settings::open_model(&args.input, crate::settings::load_options(true)?)?.0)
         }

@@ -440,6 +440,11 @@ fn recipe_text(recipe: &serde_json::Value) -> String {
         .get("overrides")
         .and_then(|v| v.as_array())
         .map_or(0, |a| a.len());
+    if recipe.get("keep_source_blocks").and_then(|v| v.as_bool()) == Some(true) {
+        return "the GGUF's quantized blocks kept bit for bit (ggml_* types below); \
+                its dense tensors as they were"
+            .into();
+    }
     let mut s = format!(
         "linear {}, embedding {}, method {}, QAT {}",
         field("linear"),

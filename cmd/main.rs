@@ -36,9 +36,12 @@ use std::process::ExitCode;
     after_help = "Exit codes: 0 success, 1 bad input or failure, 2 bad usage, 3 not built yet."
 )]
 struct Cli {
-    /// How quantized weights meet the activations: int8 (quantized per block, integer dot
-    /// products; the fast default) or f32 (W4A16 proper: f32 activations and an f32 KV cache,
-    /// the exact path). Same as POCKET_ACT=int8|f32
+    /// How quantized weights meet the activations: int8x2 (the default: two int8 digits per
+    /// block, the value and its residual, on the integer kernels; as exact as f32 to a KL of
+    /// 1e-6, at int8's decode speed and about 0.6 of its prefill speed), int8 (one digit:
+    /// llama.cpp's q8 activations, the fastest prefill, KL about 0.005 from f32) or f32 (W4A16
+    /// proper: f32 activations and an f32 KV cache, the exact path; slow). Same as
+    /// POCKET_ACT=int8x2|int8|f32; docs/quantization.md, "Activation precision"
     #[arg(long, global = true, value_enum)]
     activations: Option<ActivationsArg>,
     /// The KV cache's element type: f16 (the default), f32 (the exact path's), or q8 (int8
@@ -60,9 +63,20 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum ActivationsArg {
+pub(crate) enum ActivationsArg {
+    Int8x2,
     Int8,
     F32,
+}
+
+impl From<ActivationsArg> for pocket::config::Activations {
+    fn from(a: ActivationsArg) -> Self {
+        match a {
+            ActivationsArg::Int8x2 => pocket::config::Activations::Int8x2,
+            ActivationsArg::Int8 => pocket::config::Activations::Int8,
+            ActivationsArg::F32 => pocket::config::Activations::F32,
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -119,10 +133,7 @@ fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(a) = cli.activations {
-        settings::set_activations_flag(match a {
-            ActivationsArg::Int8 => pocket::config::Activations::Int8,
-            ActivationsArg::F32 => pocket::config::Activations::F32,
-        });
+        settings::set_activations_flag(a.into());
     }
     if let Some(k) = cli.kv {
         settings::set_kv_flag(match k {

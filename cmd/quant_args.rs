@@ -11,8 +11,12 @@ pub struct QuantArgs {
     /// Storage for linear layers (and, unless --embed says otherwise, the embedding/head):
     /// q4, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores the embedding as
     /// symmetric block-32 Q4: the same 4.5 bits per weight, measured more accurate there
-    #[arg(long, default_value = "q4")]
-    pub quant: String,
+    ///
+    /// A GGUF source keeps its quantized blocks bit for bit unless --quant is given (then
+    /// every weight is re-quantized from its dequantized values, and the report says what
+    /// that cost)
+    #[arg(long, value_name = "TYPE (default q4)")]
+    pub quant: Option<String>,
     /// Q4 block length along a row: 32, 64 or 128
     #[arg(long, default_value_t = 64)]
     pub block: usize,
@@ -60,7 +64,7 @@ impl QuantArgs {
     }
 
     pub fn storage(&self) -> Result<QuantType> {
-        let t = match self.quant.as_str() {
+        let t = match self.quant_name() {
             "q4" => {
                 if ![32, 64, 128].contains(&self.block) {
                     bail!("--block must be 32, 64 or 128");
@@ -75,10 +79,16 @@ impl QuantArgs {
         Ok(t)
     }
 
+    /// `--quant`, or its default `q4`.
+    pub fn quant_name(&self) -> &str {
+        self.quant.as_deref().unwrap_or("q4")
+    }
+
     pub fn recipe(&self, extra: Option<&RecipeArgs>) -> Result<Recipe> {
         let linear = self.storage()?;
         let mut r = Recipe {
             linear,
+            keep_source_blocks: self.quant.is_none(),
             embed: pocket_formats::recipe::default_embed(linear),
             allow_nonfinite: self.allow_nonfinite,
             ..Recipe::default()

@@ -120,9 +120,10 @@ pub fn engine_config() -> Result<EngineConfig> {
     }
     let acts = match (ACTIVATIONS_FLAG.get(), var("POCKET_ACT").as_deref()) {
         (Some(&a), _) => a,
-        (None, None | Some("int8")) => Activations::Int8,
+        (None, None | Some("int8x2")) => Activations::Int8x2,
+        (None, Some("int8")) => Activations::Int8,
         (None, Some("f32")) => Activations::F32,
-        (None, Some(v)) => bail!("POCKET_ACT={v}: expected int8 or f32"),
+        (None, Some(v)) => bail!("POCKET_ACT={v}: expected int8x2, int8 or f32"),
     };
     c.activations = acts;
     c.kv = match (KV_FLAG.get(), var("POCKET_KV").as_deref()) {

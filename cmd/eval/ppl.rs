@@ -31,6 +31,11 @@ pub struct PplArgs {
     /// --baseline-kv f32 --baseline MODEL` is the int8 cache's drift from the f32 one
     #[arg(long, requires = "baseline", value_parser = parse_kv)]
     pub baseline_kv: Option<pocket::config::KvPrecision>,
+    /// The baseline's activation precision (default: the model's): `--baseline MODEL
+    /// --baseline-activations f32 --baseline-kv f32` is the fast path's drift from the exact
+    /// path on the same file
+    #[arg(long, requires = "baseline", value_enum)]
+    pub baseline_activations: Option<crate::ActivationsArg>,
     /// Window length: the text is scored in independent windows of this many tokens
     #[arg(long, default_value_t = 512)]
     pub ctx: usize,
@@ -75,6 +80,9 @@ pub fn main(a: PplArgs) -> Result<ExitCode> {
             let mut options = crate::settings::load_options(true)?;
             if let Some(kv) = a.baseline_kv {
                 options.config.kv = kv;
+            }
+            if let Some(act) = a.baseline_activations {
+                options.config.activations = act.into();
             }
             Some(LoadedModel::open_with(p, options)?)
         }

@@ -91,17 +91,27 @@ pub fn write_pocket(
     let mut plan = Vec::with_capacity(tensors.len());
     for t in &tensors {
         let (mut dtype, mut note) = recipe.storage_for(&t.name, &t.shape);
-        // Weights imported already quantized (QAT) keep their grid unless QAT import is off or
-        // a pattern asks for another type.
-        if let Some(q) = t.stored.filter(|q| q.is_quantized()) {
-            let overridden = recipe
-                .overrides
-                .iter()
-                .any(|(p, _)| crate::recipe::glob_match(p, &t.name));
-            if recipe.qat != QatMode::Off && !overridden {
+        let overridden = recipe
+            .overrides
+            .iter()
+            .any(|(p, _)| crate::recipe::glob_match(p, &t.name));
+        match t.stored {
+            // A GGUF's blocks are kept as they are, unless re-quantizing was asked for, a
+            // pattern names the tensor or an edit (a merged adapter) changes it.
+            Some(q @ QuantType::Ggml(_)) => {
+                let edited = edits.is_some_and(|e| e.contains_key(&t.name));
+                if recipe.keep_source_blocks && !overridden && !edited {
+                    dtype = q;
+                    note = None;
+                }
+            }
+            // Weights imported already quantized (QAT) keep their grid unless QAT import is off
+            // or a pattern asks for another type.
+            Some(q) if q.is_quantized() && recipe.qat != QatMode::Off && !overridden => {
                 dtype = q;
                 note = None;
             }
+            _ => {}
         }
         if t.stored.is_none() {
             return Err(FormatError::BadTensor {
@@ -273,6 +283,9 @@ fn encode_tensor(
                 crate::finite::check(source, name, &v, recipe.allow_nonfinite)?;
             }
             report.bytes = b.len() as u64;
+            if let QuantType::Ggml(_) = dtype {
+                return Ok((b, report, ErrorStats::default()));
+            }
             if let Some(block) = dtype.block() {
                 report.qat_blocks = Some((rows * cols / block, rows * cols / block));
             }
@@ -285,6 +298,16 @@ fn encode_tensor(
     crate::finite::check(source, name, &values, recipe.allow_nonfinite)?;
     let mut bytes = Vec::new();
     let stats = match dtype {
+        QuantType::Ggml(t) => {
+            return Err(FormatError::BadTensor {
+                path: source.path().to_path_buf(),
+                name: name.into(),
+                reason: format!(
+                    "pocket does not encode {} blocks; they are only carried from a GGUF",
+                    t.name()
+                ),
+            })
+        }
         QuantType::F32 => {
             dense::encode_f32(&values, &mut bytes);
             ErrorStats::default()

@@ -6,7 +6,7 @@
 //! names whatever the format: GGUF names, llama.cpp's q/k row order and Gemma's norm shift
 //! are applied here, once.
 
-use crate::gguf::{import as gguf_import, GgufFile};
+use crate::gguf::{import as gguf_import, GgmlType, GgufFile};
 use crate::hf::compressed_tensors::{self, CtLinear};
 use crate::hf::tokenizer_config::TOKENIZER;
 use crate::hf::{DType, GenerationConfig, HfCheckpoint, ModelSpec, TokenizerConfig};
@@ -115,13 +115,19 @@ impl ModelFile {
                     stored: Some(t.dtype),
                 })
                 .collect(),
-            // Types we cannot carry over (Q8_0, K-quants…) are read as f32 and re-encoded.
+            // Quantized types are carried as they are (`QuantType::Ggml`) or re-encoded from
+            // their f32 values, as the recipe says.
             ModelFile::Gguf { file, .. } => gguf_import::tensors(file)
                 .into_iter()
                 .map(|(name, t)| SourceTensor {
                     name,
                     shape: t.dims.iter().rev().map(|&d| d as usize).collect(),
-                    stored: Some(gguf_import::carried_type(t.ty).unwrap_or(QuantType::F32)),
+                    stored: Some(match t.ty {
+                        GgmlType::F32 => QuantType::F32,
+                        GgmlType::F16 => QuantType::F16,
+                        GgmlType::BF16 => QuantType::BF16,
+                        ty => QuantType::Ggml(ty),
+                    }),
                 })
                 .collect(),
         };
@@ -192,11 +198,11 @@ impl ModelFile {
             ModelFile::Pocket(p) => p.tensor(name).map(|t| t.row_major().into_owned()),
             ModelFile::Gguf { file, spec } => {
                 let t = gguf_import::tensor(file, name)?;
-                match gguf_import::q4_bytes(file, spec, name, t) {
-                    Some(r) => r.ok(),
-                    // Dense types: the values re-encode losslessly from f32 (rows reordered).
-                    None => None,
+                // Dense types: the values re-encode losslessly from f32 (rows reordered).
+                if matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+                    return None;
                 }
+                Some(gguf_import::blocks_in_row_order(file, spec, name, t))
             }
         }
     }
@@ -245,7 +251,11 @@ impl ModelFile {
                 StoredTensor {
                     name: name.into(),
                     shape: t.entry.shape.clone(),
-                    encoding: Encoding::Pocket(t.entry.dtype),
+                    // A GGUF's blocks carried into the file read as the GGUF's do.
+                    encoding: match t.entry.dtype {
+                        QuantType::Ggml(ty) => Encoding::Ggml(ty),
+                        q => Encoding::Pocket(q),
+                    },
                     layout: t.entry.layout,
                     bytes: t.data,
                     row_map: None,

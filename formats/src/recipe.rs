@@ -28,6 +28,11 @@ pub struct Recipe {
     /// of characters, `?` one character.
     pub overrides: Vec<(String, QuantType)>,
     pub qat: QatMode,
+    /// A GGUF source's quantized blocks are stored as they are (`QuantType::Ggml`), bit for
+    /// bit, instead of re-quantized to `linear`/`embed` (`pocket export X.gguf` without
+    /// `--quant`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub keep_source_blocks: bool,
     /// The activation statistics the Q4 search was weighted with, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<CalibrationInfo>,
@@ -81,6 +86,7 @@ impl Default for Recipe {
             method: Method::Search,
             overrides: Vec::new(),
             qat: QatMode::Auto,
+            keep_source_blocks: false,
             calibration: None,
             allow_nonfinite: false,
         }

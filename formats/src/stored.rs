@@ -131,11 +131,11 @@ impl StoredTensor {
 /// Row `r` of a row-major `[rows, cols]` tensor of `bytes` (sizes checked by the caller).
 pub fn decode_row(enc: Encoding, b: &[u8], rows: usize, cols: usize, r: usize, out: &mut [f32]) {
     let q = match enc {
-        Encoding::Pocket(q) => q,
-        Encoding::Ggml(t) => {
+        Encoding::Pocket(QuantType::Ggml(t)) | Encoding::Ggml(t) => {
             let row_bytes = t.bytes_for(cols as u64).expect("checked by the caller") as usize;
             return ggml::dequantize(t, &b[r * row_bytes..(r + 1) * row_bytes], out);
         }
+        Encoding::Pocket(q) => q,
     };
     match q {
         QuantType::F32 => dense::decode_f32(&b[r * cols * 4..][..cols * 4], out),
@@ -162,5 +162,6 @@ pub fn decode_row(enc: Encoding, b: &[u8], rows: usize, cols: usize, r: usize, o
                 out,
             )
         }
+        QuantType::Ggml(_) => unreachable!("decoded above"),
     }
 }

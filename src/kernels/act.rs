@@ -126,6 +126,40 @@ impl QuantActs {
         }
     }
 
+    /// Quantizes `x` into `out.len()` digits: `out[0]` as [`QuantActs::quantize`], and each
+    /// next one the residual the digits before it leave (`x − Σ dequantized`), so a product
+    /// summed over the digits keeps about 7 more bits of the activations per digit.
+    pub fn quantize_digits(
+        cpu: super::Cpu,
+        x: &[f32],
+        block: usize,
+        chunk: usize,
+        out: &mut [QuantActs],
+    ) {
+        let Some((first, rest)) = out.split_first_mut() else {
+            return;
+        };
+        first.quantize(cpu, x, block, chunk);
+        if rest.is_empty() {
+            return;
+        }
+        let mut r = x.to_vec();
+        let mut prev: &QuantActs = first;
+        for d in rest {
+            for ((rs, qs), &s) in r
+                .chunks_exact_mut(block)
+                .zip(prev.q.chunks_exact(block))
+                .zip(&prev.scale)
+            {
+                for (v, &q) in rs.iter_mut().zip(qs) {
+                    *v -= q as f32 * s;
+                }
+            }
+            d.quantize(cpu, &r, block, chunk);
+            prev = d;
+        }
+    }
+
     /// The dequantized values (for tests and error measurements).
     pub fn dequantize(&self) -> Vec<f32> {
         self.q
@@ -230,6 +264,39 @@ mod tests {
                 assert_eq!(a.q, q, "{isa:?}");
                 assert_eq!(&a.scale[..nb], &s[..], "{isa:?}");
                 assert_eq!(&a.scaled_sum[..nb], &ss[..], "{isa:?}");
+            }
+        }
+    }
+
+    /// The second digit holds the first one's residual: its step is at most 1/254 of the
+    /// first's, and the two together are within half of that smaller step of `x`.
+    #[test]
+    fn two_digits_keep_the_residual() {
+        let mut rng = Rng(11);
+        for block in [16, 32, 64] {
+            let mut x = rng.vec(block * 5, 4.0);
+            x[3] = 90.0; // an outlier block, as LLM activations have
+            for isa in crate::kernels::available() {
+                let mut d = [QuantActs::default(), QuantActs::default()];
+                QuantActs::quantize_digits(isa, &x, block, 8, &mut d);
+                let (hi, lo) = (d[0].dequantize(), d[1].dequantize());
+                for b in 0..x.len() / block {
+                    assert!(
+                        d[1].scale[b] <= d[0].scale[b] / 254.0 * 1.0001,
+                        "{isa:?} {b}"
+                    );
+                    for i in b * block..(b + 1) * block {
+                        let err = (x[i] - hi[i] - lo[i]).abs();
+                        assert!(
+                            err <= 0.5 * d[1].scale[b] * 1.001 + 1e-7,
+                            "{isa:?} {i}: {err}"
+                        );
+                    }
+                }
+                // One digit alone is `quantize`, bit for bit.
+                let mut one = QuantActs::default();
+                one.quantize(isa, &x, block, 8);
+                assert_eq!((one.q, one.perm), (d[0].q.clone(), d[0].perm.clone()));
             }
         }
     }

@@ -10,9 +10,10 @@ use super::Isa;
 use half::f16;
 use std::ops::Range;
 
-/// An adapter factor's elements: f32, or f16 bits. Factors beside a layer that runs int8
-/// activations are kept in f16 (`crate::lora`): half the bytes a decode step reads, and a
-/// rounding (2⁻¹¹ relative) far below the int8 activations' own.
+/// An adapter factor's elements: f32, or f16 bits. Factors beside a quantized layer on the
+/// integer kernels are kept in f16 (`crate::lora`): half the bytes a decode step reads, and a
+/// rounding (2⁻¹¹ relative, of an addition already small beside the base) far below the
+/// quantized weights' own.
 #[derive(Clone, Copy, Debug)]
 pub enum Rows<'a> {
     F32(&'a [f32]),

@@ -15,8 +15,10 @@ impl Matrix {
         assert!(x.len() == self.cols && y.len() == self.rows);
         if let Some(k) = self.int8_kernel() {
             let cpu = self.config.cpu;
-            let mut a = QuantActs::default();
-            a.quantize(cpu, x, k.block(), k.chunk(cpu));
+            let mut a: Vec<QuantActs> = (0..self.act_digits())
+                .map(|_| QuantActs::default())
+                .collect();
+            QuantActs::quantize_digits(cpu, x, k.block(), k.chunk(cpu), &mut a);
             par_rows(y, self.cols, k.align(), |first, ys| {
                 k.dot_rows(cpu, first, &a, ys)
             });
@@ -78,8 +80,10 @@ impl Matrix {
         for (m, y) in ms.iter().zip(ys.iter()) {
             assert!(x.len() == m.cols && y.len() == m.rows);
         }
-        let mut a = QuantActs::default();
-        a.quantize(cpu, x, ks[0].block(), ks[0].chunk(cpu));
+        let mut a: Vec<QuantActs> = (0..ms[0].act_digits())
+            .map(|_| QuantActs::default())
+            .collect();
+        QuantActs::quantize_digits(cpu, x, ks[0].block(), ks[0].chunk(cpu), &mut a);
         let pool = kernels::pool::global();
         let threads = pool.threads();
         let mut bands: Vec<(usize, usize, std::sync::Mutex<&mut [f32]>)> = Vec::new();
@@ -158,19 +162,20 @@ impl Matrix {
                         let at = match quantized.iter().position(|(q, _)| *q == key) {
                             Some(at) => at,
                             None => {
-                                let acts = xc
-                                    .chunks_exact(cols)
-                                    .map(|xt| {
-                                        let mut a = QuantActs::default();
-                                        a.quantize(cpu, xt, key.0, key.1);
-                                        a
-                                    })
-                                    .collect();
+                                let digits = m.act_digits();
+                                let mut acts: Vec<QuantActs> =
+                                    (0..nt * digits).map(|_| QuantActs::default()).collect();
+                                for (xt, a) in
+                                    xc.chunks_exact(cols).zip(acts.chunks_exact_mut(digits))
+                                {
+                                    QuantActs::quantize_digits(cpu, xt, key.0, key.1, a);
+                                }
                                 quantized.push((key, acts));
                                 quantized.len() - 1
                             }
                         };
-                        k.dot_rows_tokens(cpu, 0, m.rows, &quantized[at].1, out);
+                        let acts = &quantized[at].1;
+                        k.dot_rows_tokens(cpu, 0, m.rows, acts, out, acts.len() / nt);
                     }
                     BatchKernel::W4A16(p) => {
                         let sums = w4a16::block_sums(xc, p.block);
@@ -275,16 +280,13 @@ impl Matrix {
         if n <= SMALL_BATCH {
             return self.matmul_int8_small(k, x, n, y);
         }
-        let acts: Vec<QuantActs> = x
-            .par_chunks_exact(cols)
-            .map(|xt| {
-                let mut a = QuantActs::default();
-                a.quantize(cpu, xt, k.block(), k.chunk(cpu));
-                a
-            })
-            .collect();
+        let digits = self.act_digits();
+        let mut acts: Vec<QuantActs> = (0..n * digits).map(|_| QuantActs::default()).collect();
+        x.par_chunks_exact(cols)
+            .zip(acts.par_chunks_exact_mut(digits))
+            .for_each(|(xt, a)| QuantActs::quantize_digits(cpu, xt, k.block(), k.chunk(cpu), a));
         rayon_bands(rows, 64, n, y, |first, count, part| {
-            k.dot_rows_tokens(cpu, first, count, &acts, part)
+            k.dot_rows_tokens(cpu, first, count, &acts, part, digits)
         });
     }
 }
@@ -317,9 +319,10 @@ impl Matrix {
     /// running the batched kernel over every token.
     fn matmul_int8_small(&self, k: &IntKernel, x: &[f32], n: usize, y: &mut [f32]) {
         let cpu = self.config.cpu;
-        let acts = quantize_tokens(cpu, x, self.cols, k.block(), k.chunk(cpu));
+        let digits = self.act_digits();
+        let acts = quantize_tokens(cpu, x, self.cols, k.block(), k.chunk(cpu), digits);
         self.pool_bands(n, y, k.align(), |first, count, part| {
-            k.dot_rows_tokens(cpu, first, count, &acts, part)
+            k.dot_rows_tokens(cpu, first, count, &acts, part, digits)
         });
         recycle(acts);
     }
@@ -357,7 +360,8 @@ impl Matrix {
         {
             return false;
         }
-        let acts = quantize_tokens(cpu, x, ms[0].cols, ks[0].block(), ks[0].chunk(cpu));
+        let digits = ms[0].act_digits();
+        let acts = quantize_tokens(cpu, x, ms[0].cols, ks[0].block(), ks[0].chunk(cpu), digits);
         let threads = kernels::pool::global().threads();
         let mut bands: Vec<Band> = Vec::new();
         for (i, m) in ms.iter().enumerate() {
@@ -372,7 +376,7 @@ impl Matrix {
             }
         }
         run_bands(&bands, n, ys, |b, part| {
-            ks[b.matrix].dot_rows_tokens(cpu, b.first, b.count, &acts, part)
+            ks[b.matrix].dot_rows_tokens(cpu, b.first, b.count, &acts, part, digits)
         });
         recycle(acts);
         true
@@ -434,20 +438,27 @@ fn quantize_tokens(
     cols: usize,
     block: usize,
     chunk: usize,
+    digits: usize,
 ) -> Vec<QuantActs> {
-    let slots: Vec<std::sync::Mutex<QuantActs>> = SPARE_ACTS.with(|spare| {
+    let slots: Vec<std::sync::Mutex<Vec<QuantActs>>> = SPARE_ACTS.with(|spare| {
         let mut spare = spare.borrow_mut();
         x.chunks_exact(cols)
-            .map(|_| std::sync::Mutex::new(spare.pop().unwrap_or_default()))
+            .map(|_| {
+                std::sync::Mutex::new(
+                    (0..digits)
+                        .map(|_| spare.pop().unwrap_or_default())
+                        .collect(),
+                )
+            })
             .collect()
     });
     kernels::pool::global().run(slots.len(), &|t| {
         let mut a = slots[t].lock().unwrap_or_else(|e| e.into_inner());
-        a.quantize(cpu, &x[t * cols..(t + 1) * cols], block, chunk);
+        QuantActs::quantize_digits(cpu, &x[t * cols..(t + 1) * cols], block, chunk, &mut a);
     });
     slots
         .into_iter()
-        .map(|a| a.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .flat_map(|a| a.into_inner().unwrap_or_else(|e| e.into_inner()))
         .collect()
 }
 
@@ -465,7 +476,7 @@ fn recycle(acts: Vec<QuantActs>) {
     SPARE_ACTS.with(|spare| {
         let mut spare = spare.borrow_mut();
         for a in acts {
-            if spare.len() < 2 * SMALL_BATCH {
+            if spare.len() < 4 * SMALL_BATCH {
                 spare.push(a);
             }
         }

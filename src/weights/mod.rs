@@ -287,14 +287,16 @@ impl Matrix {
     }
 
     /// Whether its kernels quantize the activations to int8 (a quantized matrix on the default
-    /// path): what an adapter beside it can round to f16 for free ([`crate::lora::Factor`]).
+    /// path): a layer whose own weights are quantized, beside which an adapter can round to
+    /// f16 for free ([`crate::lora::Factor`]).
     pub fn quantizes_activations(&self) -> bool {
         self.int8_kernel().is_some()
     }
 
-    /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8.
+    /// The integer kernel view of a Q4 or Q8 matrix, when activations are int8 (one digit or
+    /// two).
     fn int8_kernel(&self) -> Option<IntKernel<'_>> {
-        if self.config.activations != Activations::Int8 || self.row_map.is_some() {
+        if self.config.activations.digits() == 0 || self.row_map.is_some() {
             return None;
         }
         match &self.packed {
@@ -322,6 +324,12 @@ impl Matrix {
         }
     }
 
+    /// Int8 digits per activation on the integer kernels: 2 with `Activations::Int8x2`
+    /// (the residual too).
+    pub(crate) fn act_digits(&self) -> usize {
+        self.config.activations.digits()
+    }
+
     /// The kernels' instruction set for this matrix.
     pub fn cpu(&self) -> Cpu {
         self.config.cpu
@@ -335,6 +343,11 @@ impl Matrix {
             None => self.data.len(),
         }
     }
+}
+
+thread_local! {
+    /// The per-digit products of [`IntKernel::dot_rows_tokens`] before they are summed.
+    static DIGIT_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A quantized matrix in the form the int8 kernels take.
@@ -371,7 +384,13 @@ impl IntKernel<'_> {
         }
     }
 
-    fn dot_rows(&self, cpu: Cpu, first: usize, a: &QuantActs, y: &mut [f32]) {
+    /// One token against rows `first..first + y.len()`: `a` holds its activation digits
+    /// ([`QuantActs::digits`]).
+    fn dot_rows(&self, cpu: Cpu, first: usize, a: &[QuantActs], y: &mut [f32]) {
+        if a.len() > 1 {
+            return self.dot_rows_tokens(cpu, first, y.len(), a, y, a.len());
+        }
+        let a = &a[0];
         match self {
             IntKernel::Q4(m) => kernels::q4::dot_rows(cpu, m, first, a, y),
             IntKernel::Q4Packed(p) => {
@@ -384,7 +403,39 @@ impl IntKernel<'_> {
         }
     }
 
+    /// Tokens against rows `first..first + count`: `acts` holds `digits` entries per token
+    /// (its activation and, with two digits, the residual's), and each token's outputs are
+    /// the sum of its digits' products.
     fn dot_rows_tokens(
+        &self,
+        cpu: Cpu,
+        first: usize,
+        count: usize,
+        acts: &[QuantActs],
+        out: &mut [f32],
+        digits: usize,
+    ) {
+        if digits == 1 {
+            return self.dot_rows_tokens_raw(cpu, first, count, acts, out);
+        }
+        DIGIT_SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            s.clear();
+            s.resize(acts.len() * count, 0.0);
+            self.dot_rows_tokens_raw(cpu, first, count, acts, &mut s);
+            for (t, o) in out.chunks_exact_mut(count).enumerate() {
+                let parts = &s[t * digits * count..(t + 1) * digits * count];
+                o.copy_from_slice(&parts[..count]);
+                for d in 1..digits {
+                    for (o, v) in o.iter_mut().zip(&parts[d * count..(d + 1) * count]) {
+                        *o += v;
+                    }
+                }
+            }
+        })
+    }
+
+    fn dot_rows_tokens_raw(
         &self,
         cpu: Cpu,
         first: usize,

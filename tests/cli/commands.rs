@@ -340,7 +340,7 @@ fn bench_reports_every_figure_as_json() {
     assert!(v["isa"].is_string() && v["load_s"].as_f64().unwrap() >= 0.0);
     assert_eq!(
         (&v["activations"], &v["kv"]),
-        (&"int8".into(), &"f16".into())
+        (&"int8x2".into(), &"f16".into())
     );
     // The global --activations flag selects the exact path (f32 activations and KV cache).
     let out = pocket(&[

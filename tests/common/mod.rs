@@ -16,7 +16,7 @@ pub fn root() -> PathBuf {
 }
 
 /// The engine configuration these tests run with: the fast path, capped by `POCKET_ISA` and
-/// switched to f32 activations by `POCKET_ACT=f32` (CI reruns the suites per ISA this way; the
+/// switched to f32 activations by `POCKET_ACT=f32` or one-digit int8 by `POCKET_ACT=int8` (CI reruns the suites per ISA this way; the
 /// library itself reads no environment).
 pub fn config() -> EngineConfig {
     let mut c = EngineConfig::fast();
@@ -26,9 +26,13 @@ pub fn config() -> EngineConfig {
     {
         c = c.capped(isa);
     }
-    if std::env::var("POCKET_ACT").is_ok_and(|v| v == "f32") {
-        c.activations = Activations::F32;
-        c.kv = KvPrecision::F32;
+    match std::env::var("POCKET_ACT").as_deref() {
+        Ok("f32") => {
+            c.activations = Activations::F32;
+            c.kv = KvPrecision::F32;
+        }
+        Ok("int8") => c.activations = Activations::Int8,
+        _ => {}
     }
     c
 }

@@ -191,19 +191,70 @@ fn smollm2_q4_1_gguf_runs_and_tokenizes_like_hf() {
     let text = m.tokenizer.decode(&g.tokens, true);
     eprintln!("{text}");
     assert!(text.contains("Paris"), "{text}");
+
+    // The default path (two-digit int8 activations, f16 cache) answers the same. The first
+    // answer token is a near-tie (about 0.1 apart in logits): one int8 digit, llama.cpp's
+    // precision, moves the prompt's logits by several times the default's distance and picks
+    // "L'" on this file (docs/quantization.md, "Activation precision").
+    let first = |config: pocket::config::EngineConfig| {
+        let m = crate::common::open_with(&gguf, config).unwrap();
+        let mut st = m.model.new_state(256);
+        m.model
+            .forward_batch(&mut st, &prompt, pocket::model::Logits::Last)
+            .unwrap()
+    };
+    let cpu = crate::common::config().cpu;
+    let exact = first(pocket::config::EngineConfig {
+        cpu,
+        ..pocket::config::EngineConfig::exact()
+    });
+    let gap = |config| {
+        let l = first(config);
+        exact
+            .iter()
+            .zip(&l)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()))
+    };
+    let fast = pocket::config::EngineConfig {
+        cpu,
+        ..pocket::config::EngineConfig::fast()
+    };
+    let one_digit = pocket::config::EngineConfig {
+        activations: pocket::config::Activations::Int8,
+        ..fast
+    };
+    let (two, one) = (gap(fast), gap(one_digit));
+    eprintln!("largest first-logit distance from the exact path: int8x2 {two}, int8 {one}");
+    assert!(two < 0.02 && two * 4.0 < one, "int8x2 {two}, int8 {one}");
+    let m = crate::common::open_with(&gguf, fast).unwrap();
+    let mut st = m.model.new_state(256);
+    let g = pocket::generate::generate(
+        &m.model,
+        &mut st,
+        &prompt,
+        &mut pocket::sampler::Sampler::new(Default::default()),
+        &m.stop_ids,
+        32,
+        |_| pocket::generate::Control::Continue,
+    )
+    .unwrap();
+    let fast_text = m.tokenizer.decode(&g.tokens, true);
+    assert_eq!(fast_text, text, "the default path's answer");
 }
 
 #[test]
-fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
+fn q4_0_and_q4_1_blocks_requantize_to_our_q4_exactly_where_f16_holds_them() {
     let tmp = tempfile::tempdir().unwrap();
-    for (file, pocket_type) in [
-        ("llama-tiny-q4_0.gguf", "q4s_b32"),
-        ("llama-tiny-q4_1.gguf", "q4a_b32"),
+    for (file, pocket_type, sym) in [
+        ("llama-tiny-q4_0.gguf", "q4s_b32", "--sym"),
+        ("llama-tiny-q4_1.gguf", "q4a_b32", "--calib=builtin"),
     ] {
         let src = root().join("fixtures/gguf").join(file);
         let out = tmp.path().join(format!("{file}.pocket"));
         let (srcs, outs) = (src.to_str().unwrap(), out.to_str().unwrap());
-        let o = crate::common::pocket_ok(&["export", srcs, "-o", outs, "--json"]);
+        let o = crate::common::pocket_ok(&[
+            "export", srcs, "-o", outs, "--json", "--quant", "q4", "--block", "32", sym,
+        ]);
         let report: Value = serde_json::from_slice(&o.stdout).unwrap();
         let g = ModelFile::open(&src).unwrap();
         let p = crate::common::open_exact(&out).unwrap();
@@ -246,6 +297,72 @@ fn q4_0_and_q4_1_blocks_carry_into_pocket_unchanged() {
             checked += 1;
         }
         assert_eq!(checked, 3 * 7);
+    }
+}
+
+/// `pocket export X.gguf` keeps every quantized tensor's blocks as they are: each weight of
+/// every matrix decodes to the same bits from the `.pocket` as from the GGUF, the file is no
+/// larger, and the model's logits are bit for bit the GGUF's on the default path.
+#[test]
+fn export_of_a_gguf_keeps_every_block_bit_for_bit() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (file, ty) in [
+        ("llama-tiny-q4_0.gguf", "ggml_q4_0"),
+        ("llama-tiny-q4_1.gguf", "ggml_q4_1"),
+        ("llama-tiny-q8_0.gguf", "ggml_q8_0"),
+    ] {
+        let src = root().join("fixtures/gguf").join(file);
+        let out = tmp.path().join(format!("{file}.pocket"));
+        let (srcs, outs) = (src.to_str().unwrap(), out.to_str().unwrap());
+        let o = crate::common::pocket_ok(&["export", srcs, "-o", outs, "--json"]);
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            std::fs::metadata(&out).unwrap().len() <= std::fs::metadata(&src).unwrap().len(),
+            "{file}: the .pocket is larger than the GGUF"
+        );
+        let (g, p) = (
+            ModelFile::open(&src).unwrap(),
+            ModelFile::open(&out).unwrap(),
+        );
+        let mut kept = 0;
+        for t in report["report"]["tensors"].as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            let shape: Vec<usize> = serde_json::from_value(t["shape"].clone()).unwrap();
+            let [rows, cols] = shape[..] else {
+                continue;
+            };
+            if t["dtype"] != "f32" {
+                assert_eq!(t["dtype"], ty, "{file} {name}");
+                kept += 1;
+            }
+            let (a, b) = (
+                crate::common::matrix(&g, name, rows, cols),
+                crate::common::matrix(&p, name, rows, cols),
+            );
+            let (mut x, mut y) = (vec![0.0; cols], vec![0.0; cols]);
+            for r in 0..rows {
+                a.row(r, &mut x);
+                b.row(r, &mut y);
+                assert!(
+                    x.iter().zip(&y).all(|(u, v)| u.to_bits() == v.to_bits()),
+                    "{file} {name} row {r}"
+                );
+            }
+        }
+        assert!(kept >= 3 * 7, "{file}: {kept} quantized tensors kept");
+        // The same logits, bit for bit, on the default path.
+        let logits = |path: &std::path::Path| {
+            let m = crate::common::open(path).unwrap();
+            let mut st = m.model.new_state(64);
+            m.model
+                .forward_batch(&mut st, &[1, 5, 9, 14, 3, 7], pocket::model::Logits::All)
+                .unwrap()
+        };
+        let (lg, lp) = (logits(&src), logits(&out));
+        assert!(
+            lg.iter().zip(&lp).all(|(u, v)| u.to_bits() == v.to_bits()),
+            "{file}: logits differ"
+        );
     }
 }
 

@@ -167,10 +167,10 @@ fn refactor_guard() {
     let mut got = BTreeMap::new();
     let models = inputs(tmp.path(), &mut got);
     for cpu in Cpu::each() {
-        for act in [Activations::Int8, Activations::F32] {
+        for act in [Activations::Int8, Activations::Int8x2, Activations::F32] {
             // The cache follows the activations, as the CLI's default does.
             let kv = match act {
-                Activations::Int8 => KvPrecision::F16,
+                Activations::Int8 | Activations::Int8x2 => KvPrecision::F16,
                 Activations::F32 => KvPrecision::F32,
             };
             let config = EngineConfig {

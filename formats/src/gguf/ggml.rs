@@ -4,7 +4,7 @@
 
 use half::f16;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GgmlType {
     F32,
     F16,
@@ -67,6 +67,13 @@ impl GgmlType {
             GgmlType::Q5K => "Q5_K",
             GgmlType::Q6K => "Q6_K",
         }
+    }
+
+    /// The type named `name` (as [`GgmlType::name`], any case).
+    pub fn from_name(name: &str) -> Option<GgmlType> {
+        (0..=30)
+            .filter_map(GgmlType::from_id)
+            .find(|t| t.name().eq_ignore_ascii_case(name))
     }
 
     /// (elements per block, bytes per block)

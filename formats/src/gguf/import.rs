@@ -73,6 +73,24 @@ pub fn read_f32(f: &GgufFile, spec: &ModelSpec, hf: &str, t: &GgufTensor) -> Vec
     out
 }
 
+/// A quantized tensor's ggml blocks as stored, rows in logical order (llama's q/k rows
+/// unpermuted): what `QuantType::Ggml` keeps in a `.pocket`.
+pub fn blocks_in_row_order(f: &GgufFile, spec: &ModelSpec, hf: &str, t: &GgufTensor) -> Vec<u8> {
+    let b = t.data.as_slice();
+    let (rows, _) = t.matrix_shape();
+    match row_map(f, spec, hf, rows) {
+        Some(map) if rows > 0 && t.dims.len() == 2 => {
+            let row_bytes = b.len() / rows;
+            let mut out = Vec::with_capacity(b.len());
+            for &r in &map {
+                out.extend_from_slice(&b[r * row_bytes..(r + 1) * row_bytes]);
+            }
+            out
+        }
+        _ => b.to_vec(),
+    }
+}
+
 /// Q4_0/Q4_1 in our layout, or the number of blocks f16 parameters cannot hold exactly.
 pub fn q4_bytes(
     f: &GgufFile,

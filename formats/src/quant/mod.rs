@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+use crate::gguf::GgmlType;
+
 /// How one tensor is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -35,6 +37,9 @@ pub enum QuantType {
         block: usize,
         sym: bool,
     },
+    /// A GGUF's quantized blocks kept bit for bit (`pocket export` of a GGUF), rows in logical
+    /// order; the engine packs them for its kernels at load, value for value.
+    Ggml(GgmlType),
 }
 
 pub const Q4_BLOCKS: [usize; 3] = [32, 64, 128];
@@ -42,13 +47,17 @@ pub const Q8_BLOCK: usize = 64;
 
 impl QuantType {
     pub fn is_quantized(self) -> bool {
-        matches!(self, QuantType::Q8 { .. } | QuantType::Q4 { .. })
+        matches!(
+            self,
+            QuantType::Q8 { .. } | QuantType::Q4 { .. } | QuantType::Ggml(_)
+        )
     }
 
     /// Block length along a row, for quantized types.
     pub fn block(self) -> Option<usize> {
         match self {
             QuantType::Q8 { block } | QuantType::Q4 { block, .. } => Some(block),
+            QuantType::Ggml(t) if t.block().0 > 1 => Some(t.block().0),
             _ => None,
         }
     }
@@ -69,6 +78,10 @@ impl QuantType {
                 let params = if sym { 2 } else { 4 };
                 (n / 2).checked_add(rows.checked_mul(cols / block)?.checked_mul(params)?)
             }
+            QuantType::Ggml(t) => {
+                let row = t.bytes_for(cols as u64)?;
+                usize::try_from(row.checked_mul(rows as u64)?).ok()
+            }
         }
     }
 
@@ -79,6 +92,7 @@ impl QuantType {
             QuantType::F16 | QuantType::BF16 => 16.0,
             QuantType::Q8 { block } => 8.0 + 16.0 / block as f64,
             QuantType::Q4 { block, sym } => 4.0 + if sym { 16.0 } else { 32.0 } / block as f64,
+            QuantType::Ggml(t) => t.block().1 as f64 * 8.0 / t.block().0 as f64,
         }
     }
 }
@@ -93,6 +107,7 @@ impl fmt::Display for QuantType {
             QuantType::Q4 { block, sym } => {
                 write!(f, "q4{}_b{block}", if *sym { "s" } else { "a" })
             }
+            QuantType::Ggml(t) => write!(f, "ggml_{}", t.name().to_lowercase()),
         }
     }
 }
@@ -115,6 +130,13 @@ impl FromStr for QuantType {
                 block: 64,
                 sym: false,
             },
+            _ if s.starts_with("ggml_") => {
+                let t = GgmlType::from_name(&s[5..]).ok_or_else(bad)?;
+                if t.block().0 == 1 {
+                    return Err(bad()); // dense types are f32/f16/bf16
+                }
+                QuantType::Ggml(t)
+            }
             _ => {
                 let rest = s.strip_prefix("q4").ok_or_else(bad)?;
                 let (sym, rest) = match rest.split_at_checked(1) {
