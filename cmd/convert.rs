@@ -19,6 +19,40 @@ pub struct CalibArgs<'a> {
     pub tokens: usize,
 }
 
+/// The model's activation statistics over the calibration text (`--calib`): each linear
+/// weight's mean squared input per column, by tensor name. `None` for `--calib none`.
+pub fn calibration(
+    input: &Path,
+    calib: &CalibArgs,
+    quiet: bool,
+) -> Result<Option<(pocket_formats::convert::Importance, CalibrationInfo)>> {
+    let (text, origin) = match calib.calib {
+        "none" => return Ok(None),
+        "builtin" => (BUILTIN_TEXT.to_string(), "builtin".to_string()),
+        path => (
+            std::fs::read_to_string(path)
+                .with_context(|| format!("{path}: cannot read the calibration text"))?,
+            path.to_string(),
+        ),
+    };
+    let (model, _) = crate::settings::open_model(input, crate::settings::load_options(true)?)?;
+    let bar = progress_bar(quiet);
+    bar.set_message("calibrating");
+    let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    })
+    .with_context(|| format!("calibrating on {origin}"))?;
+    bar.finish_and_clear();
+    Ok(Some((
+        c.importance,
+        CalibrationInfo {
+            text: origin,
+            tokens: c.tokens,
+        },
+    )))
+}
+
 pub fn convert(
     input: &Path,
     output: &Path,
@@ -55,29 +89,14 @@ pub fn convert(
         }
         None => None,
     };
-    let importance = if recipe.searches_q4() && calib.calib != "none" && !qat_source {
-        let (text, origin) = match calib.calib {
-            "builtin" => (BUILTIN_TEXT.to_string(), "builtin".to_string()),
-            path => (
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("{path}: cannot read the calibration text"))?,
-                path.to_string(),
-            ),
-        };
-        let (model, _) = crate::settings::open_model(input, crate::settings::load_options(true)?)?;
-        let bar = progress_bar(quiet);
-        bar.set_message("calibrating");
-        let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        })
-        .with_context(|| format!("calibrating on {origin}"))?;
-        bar.finish_and_clear();
-        recipe.calibration = Some(CalibrationInfo {
-            text: origin,
-            tokens: c.tokens,
-        });
-        Some(c.importance)
+    let importance = if recipe.searches_q4() && !qat_source {
+        match calibration(input, calib, quiet)? {
+            Some((importance, info)) => {
+                recipe.calibration = Some(info);
+                Some(importance)
+            }
+            None => None,
+        }
     } else {
         None
     };

@@ -31,6 +31,7 @@ embedding/head is stored as Q8_0, as llama.cpp's quantizer does.
 Examples:
   pocket export models/smollm2-135m-instruct -o smollm2.pocket
   pocket export models/smollm2-135m-instruct -o smollm2-q8_0.gguf --format gguf --quant q8_0
+  pocket export models/smollm2-135m-instruct -o smollm2-iq4_nl.gguf --format gguf --quant iq4_nl
   pocket export SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.pocket   (the GGUF's blocks kept)
   pocket export model.gguf -o model-q4.pocket --quant q4   (re-quantized; reports the KL it cost)
   pocket export HF_DIR -o model-q8.pocket --quant q8")]
@@ -41,9 +42,10 @@ pub struct ExportArgs {
     /// Output file
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1, with q4
-    /// meaning q4_1, or q4_0 with --sym; the 4-bit types take the calibrated scale search, as
-    /// a .pocket does), or mnn (a directory MNN 3.6 loads: Q4 weights copied
+    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl,
+    /// with q4 meaning q4_1, or q4_0 with --sym; the 4-bit types take the calibrated scale
+    /// search, as a .pocket does: our search for Q4_0/Q4_1, llama-quantize's weighted by the
+    /// calibration activations for IQ4_NL), or mnn (a directory MNN 3.6 loads: Q4 weights copied
     /// from a .pocket, or exported with the Q4 recipe first)
     #[arg(long, default_value = "pocket", value_parser = ["pocket", "gguf", "mnn"])]
     pub format: String,
@@ -150,8 +152,9 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         ("q8" | "q8_0", _) => GgmlType::Q8_0,
         ("q4_0", _) | ("q4", true) => GgmlType::Q4_0,
         ("q4_1", _) | ("q4", false) => GgmlType::Q4_1,
+        ("iq4_nl", _) => GgmlType::IQ4NL,
         (other, _) => {
-            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1)")
+            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl)")
         }
     };
     // Flags a GGUF export cannot honour are refused rather than ignored.
@@ -198,6 +201,13 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     } else {
         args.input.clone()
     };
+    // IQ4_NL's scale search weighs each weight by its column's activations, as
+    // llama-quantize does with an imatrix.
+    let importance = match ty == GgmlType::IQ4NL && !PocketFile::sniff(&args.input) {
+        true => crate::convert::calibration(&args.input, &args.quant.calib_args(), args.json)?
+            .map(|(i, _)| i),
+        false => None,
+    };
     let source = ModelFile::open(&input)?;
     let merged = match crate::settings::has_lora() && !searched {
         true => {
@@ -222,6 +232,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         merge
             .as_ref()
             .map(|m| m as &dyn pocket_formats::convert::Edits),
+        importance.as_ref(),
         &args.output,
         &|done, total, name| {
             bar.set_length(total);

@@ -4,7 +4,7 @@
 # compute perplexity on the same tokens and greedy-generate 32 tokens for three chat prompts; a
 # table compares them. Also reads every file back with gguf-py. Slow (first run compiles
 # llama.cpp): not part of `cargo test`. Usage: scripts/check-gguf-llamacpp.sh [FILE.gguf ...]
-# (default: the SmolLM2 exports F16, Q8_0, Q4_0, Q4_1 and the MNN-shape exports, if present).
+# (default: the SmolLM2 exports F16, Q8_0, Q4_0, Q4_1, IQ4_NL and the MNN-shape exports, if present).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="$("$ROOT/scripts/llamacpp-venv.sh")"
@@ -15,7 +15,7 @@ if [ $# -eq 0 ]; then
   MODEL="$("$ROOT/scripts/fetch-hf-models.sh" smollm2)"
   OUT="$ROOT/models/gguf-check"
   mkdir -p "$OUT"
-  for q in f16 q8_0 q4_0 q4_1; do
+  for q in f16 q8_0 q4_0 q4_1 iq4_nl; do
     [ -f "$OUT/smollm2-$q.gguf" ] || target/release/pocket export "$MODEL" -o "$OUT/smollm2-$q.gguf" --format gguf --quant "$q"
     set -- "$@" "$OUT/smollm2-$q.gguf"
   done

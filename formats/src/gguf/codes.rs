@@ -183,6 +183,7 @@ pub fn sample_blocks(ty: GgmlType, n: usize, seed: &mut u64) -> Vec<u8> {
                 put(2, next());
             }
             GgmlType::Q6K => put(208, next()),
+            GgmlType::IQ4NL | GgmlType::IQ4XS => put(0, next()),
             GgmlType::Q8_0 => put(0, next()),
             _ => unreachable!("a quantized type"),
         }

@@ -381,11 +381,13 @@ fn carry_q4(
     Some((out, carried, inexact))
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn write_gguf(
     source: &ModelFile,
     quant: GgmlType,
     allow_nonfinite: bool,
     edits: Option<&dyn crate::convert::Edits>,
+    importance: Option<&crate::convert::Importance>,
     dest: &Path,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<GgufReport, FormatError> {
@@ -472,7 +474,10 @@ pub fn write_gguf(
                 })
             }
         };
-        let block_type = matches!(quant, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1);
+        let block_type = matches!(
+            quant,
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL
+        );
         let ty = if t.shape.len() == 1 {
             GgmlType::F32
         } else if block_type && cols % 32 != 0 {
@@ -484,7 +489,7 @@ pub fn write_gguf(
             // Already 4-bit (a .pocket source): the ggml type that holds its blocks exactly,
             // e.g. the default recipe's symmetric block-32 embedding as Q4_0 in a Q4_1 file.
             exact
-        } else if matches!(quant, GgmlType::Q4_0 | GgmlType::Q4_1)
+        } else if matches!(quant, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL)
             && is_embedding_or_head(&t.name)
             && !t.stored.is_some_and(|q| q.is_quantized())
         {
@@ -553,7 +558,11 @@ pub fn write_gguf(
                     ordered.extend_from_slice(&values[r * cols..(r + 1) * cols]);
                 }
                 let mut out = Vec::new();
-                quantize(*ty, &ordered, &mut out);
+                // A column's importance does not move with the row order.
+                let imp = importance
+                    .and_then(|m| m.get(&t.name))
+                    .map(|v| v.as_slice());
+                super::quantize::quantize_weighted(*ty, &ordered, *cols, imp, &mut out);
                 (out, 0, 0)
             }
         };

@@ -17,7 +17,16 @@ pub enum GgmlType {
     Q4K,
     Q5K,
     Q6K,
+    /// 4-bit codes into a fixed non-uniform table ([`IQ4NL_VALUES`]), one f16 scale per 32.
+    IQ4NL,
+    /// IQ4_NL's table in super-blocks of 256: an f16 scale and a 6-bit scale per 32.
+    IQ4XS,
 }
+
+/// The 16 values IQ4_NL and IQ4_XS codes index (ggml's `kvalues_iq4nl`).
+pub const IQ4NL_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
 
 impl GgmlType {
     pub fn from_id(id: u32) -> Option<GgmlType> {
@@ -32,6 +41,8 @@ impl GgmlType {
             12 => GgmlType::Q4K,
             13 => GgmlType::Q5K,
             14 => GgmlType::Q6K,
+            20 => GgmlType::IQ4NL,
+            23 => GgmlType::IQ4XS,
             30 => GgmlType::BF16,
             _ => return None,
         })
@@ -49,6 +60,8 @@ impl GgmlType {
             GgmlType::Q4K => 12,
             GgmlType::Q5K => 13,
             GgmlType::Q6K => 14,
+            GgmlType::IQ4NL => 20,
+            GgmlType::IQ4XS => 23,
             GgmlType::BF16 => 30,
         }
     }
@@ -66,6 +79,8 @@ impl GgmlType {
             GgmlType::Q4K => "Q4_K",
             GgmlType::Q5K => "Q5_K",
             GgmlType::Q6K => "Q6_K",
+            GgmlType::IQ4NL => "IQ4_NL",
+            GgmlType::IQ4XS => "IQ4_XS",
         }
     }
 
@@ -89,6 +104,8 @@ impl GgmlType {
             GgmlType::Q4K => (256, 144),
             GgmlType::Q5K => (256, 176),
             GgmlType::Q6K => (256, 210),
+            GgmlType::IQ4NL => (32, 18),
+            GgmlType::IQ4XS => (256, 136),
         }
     }
 
@@ -98,6 +115,12 @@ impl GgmlType {
         (n % be as u64 == 0).then_some(())?;
         (n / be as u64).checked_mul(bb as u64)
     }
+}
+
+/// IQ4_XS: sub-block `ib`'s 6-bit scale (4 low bits in `scales_l`, 2 high in `scales_h`).
+pub(crate) fn iq4xs_scale(scales_h: u16, scales_l: &[u8], ib: usize) -> i32 {
+    (((scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0F) as u16 | (((scales_h >> (2 * ib)) & 3) << 4))
+        as i32
 }
 
 pub(crate) fn h(b: &[u8], at: usize) -> f32 {
@@ -168,6 +191,25 @@ pub fn dequantize(ty: GgmlType, data: &[u8], out: &mut [f32]) {
                 let d = h(b, 0);
                 for j in 0..32 {
                     y[j] = (b[2 + j] as i8) as f32 * d;
+                }
+            }
+            GgmlType::IQ4NL => {
+                let d = h(b, 0);
+                for j in 0..16 {
+                    y[j] = d * IQ4NL_VALUES[(b[2 + j] & 0x0F) as usize] as f32;
+                    y[j + 16] = d * IQ4NL_VALUES[(b[2 + j] >> 4) as usize] as f32;
+                }
+            }
+            GgmlType::IQ4XS => {
+                let d = h(b, 0);
+                let (scales_h, scales_l) = (u16::from_le_bytes([b[2], b[3]]), &b[4..8]);
+                for ib in 0..8 {
+                    let dl = d * (iq4xs_scale(scales_h, scales_l, ib) - 32) as f32;
+                    let (qs, y) = (&b[8 + 16 * ib..][..16], &mut y[32 * ib..][..32]);
+                    for j in 0..16 {
+                        y[j] = dl * IQ4NL_VALUES[(qs[j] & 0x0F) as usize] as f32;
+                        y[j + 16] = dl * IQ4NL_VALUES[(qs[j] >> 4) as usize] as f32;
+                    }
                 }
             }
             GgmlType::Q4K | GgmlType::Q5K => {

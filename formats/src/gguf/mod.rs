@@ -11,5 +11,5 @@ pub mod reader;
 pub mod tokenizer;
 pub mod writer;
 
-pub use ggml::GgmlType;
+pub use ggml::{GgmlType, IQ4NL_VALUES};
 pub use reader::{GgufFile, GgufTensor, GgufValue};

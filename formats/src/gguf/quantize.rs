@@ -1,8 +1,10 @@
-//! ggml's reference quantizers for the GGUF export: Q8_0, Q4_0, Q4_1 (blocks of 32), as
+//! ggml's quantizers for the GGUF export: Q8_0, Q4_0, Q4_1 (blocks of 32), as
 //! `quantize_row_*_ref` in ggml-quants.c define them, so llama.cpp reads back what it would
-//! have written itself.
+//! have written itself; and IQ4_NL as llama-quantize makes it (`quantize_iq4_nl`: a scale
+//! search over 15 candidates per block, errors weighted by an importance per column when
+//! the export is calibrated, llama.cpp's imatrix weighting).
 
-use super::ggml::GgmlType;
+use super::ggml::{GgmlType, IQ4NL_VALUES};
 use half::f16;
 
 /// Encodes `x` (a whole number of rows; length a multiple of 32 for block types).
@@ -20,7 +22,121 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) {
         GgmlType::Q8_0 => x.chunks_exact(32).for_each(|b| q8_0(b, out)),
         GgmlType::Q4_0 => x.chunks_exact(32).for_each(|b| q4_0(b, out)),
         GgmlType::Q4_1 => x.chunks_exact(32).for_each(|b| q4_1(b, out)),
+        GgmlType::IQ4NL => x.chunks_exact(32).for_each(|b| iq4_nl(b, None, out)),
         other => unreachable!("no exporter for {}", other.name()),
+    }
+}
+
+/// [`quantize`] for rows of `cols` values, the error of each weight counted by its column's
+/// `importance` (mean squared activation) where the type's search uses one (IQ4_NL).
+pub fn quantize_weighted(
+    ty: GgmlType,
+    x: &[f32],
+    cols: usize,
+    importance: Option<&[f32]>,
+    out: &mut Vec<u8>,
+) {
+    match (ty, importance) {
+        // The search is the slow part of an export: rows in parallel, joined in order.
+        (GgmlType::IQ4NL, imp) if cols % 32 == 0 && cols > 0 => {
+            use rayon::prelude::*;
+            let imp = imp.filter(|i| i.len() == cols);
+            let rows: Vec<Vec<u8>> = x
+                .par_chunks_exact(cols)
+                .map(|row| {
+                    let mut o = Vec::with_capacity(cols / 32 * 18);
+                    for (c, b) in row.chunks_exact(32).enumerate() {
+                        iq4_nl(b, imp.map(|w| &w[c * 32..(c + 1) * 32]), &mut o);
+                    }
+                    o
+                })
+                .collect();
+            rows.iter().for_each(|r| out.extend_from_slice(r));
+        }
+        _ => quantize(ty, x, out),
+    }
+}
+
+/// The nearest of the ascending `values` to `x` (ggml's `best_index_int8`).
+fn nearest(values: &[i8; 16], x: f32) -> usize {
+    if x <= values[0] as f32 {
+        return 0;
+    }
+    if x >= values[15] as f32 {
+        return 15;
+    }
+    let (mut lo, mut hi) = (0, 15);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if x < values[mid] as f32 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    if x - (values[hi - 1] as f32) < values[hi] as f32 - x {
+        hi - 1
+    } else {
+        hi
+    }
+}
+
+/// One IQ4_NL block of 32 (`quantize_row_iq4_nl_impl` with ntry 7): the weighted
+/// least-squares scale for the codes of each of 15 trial scales, the best kept; `qw` the
+/// columns' importance (then each weight counts `qw·sqrt(σ² + x²)`), else `x²`.
+fn iq4_nl(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
+    const NTRY: i32 = 7;
+    let v = &IQ4NL_VALUES;
+    let sigma2 = x.iter().map(|a| a * a).sum::<f32>() * 2.0 / 32.0;
+    let weight: Vec<f32> = match qw {
+        Some(q) => x
+            .iter()
+            .zip(q)
+            .map(|(a, w)| w * (sigma2 + a * a).sqrt())
+            .collect(),
+        None => x.iter().map(|a| a * a).collect(),
+    };
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &a in x {
+        if a.abs() > amax {
+            amax = a.abs();
+            max = a;
+        }
+    }
+    let mut codes = [0u8; 32];
+    let mut d = 0.0f32;
+    if amax >= 1e-15 {
+        let fit = |id: f32| {
+            let (mut sqx, mut sq2) = (0.0f32, 0.0f32);
+            for (j, &a) in x.iter().enumerate() {
+                let q = v[nearest(v, id * a)] as f32;
+                sqx += weight[j] * q * a;
+                sq2 += weight[j] * q * q;
+            }
+            (sqx, sq2)
+        };
+        d = -max / v[0] as f32;
+        let (sqx, sq2) = fit(1.0 / d);
+        if sq2 > 0.0 {
+            d = sqx / sq2;
+        }
+        let mut best = d * sqx;
+        for itry in -NTRY..=NTRY {
+            let id = (itry as f32 + v[0] as f32) / max;
+            let (sqx, sq2) = fit(id);
+            if sq2 > 0.0 && sqx * sqx > best * sq2 {
+                d = sqx / sq2;
+                best = d * sqx;
+            }
+        }
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        for (c, &a) in codes.iter_mut().zip(x) {
+            *c = nearest(v, id * a) as u8;
+        }
+    }
+    out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+    for j in 0..16 {
+        out.push(codes[j] | (codes[j + 16] << 4));
     }
 }
 
@@ -68,6 +184,51 @@ fn q4_1(x: &[f32], out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::gguf::ggml::dequantize;
+
+    /// IQ4_NL blocks decode (ggml's arithmetic) near their input, better than the nearest
+    /// table value under the plain `max / −127` scale, and the weighted search follows its
+    /// weights: a column counted 100× more comes out closer.
+    #[test]
+    fn iq4_nl_searches_its_scale() {
+        let x: Vec<f32> = (0..32 * 64)
+            .map(|i| (((i * 7919) % 1013) as f32 / 1013.0 - 0.5) * (1.0 + (i % 5) as f32))
+            .collect();
+        let mut out = Vec::new();
+        quantize(GgmlType::IQ4NL, &x, &mut out);
+        assert_eq!(out.len(), 64 * 18);
+        let mut back = vec![0.0; x.len()];
+        dequantize(GgmlType::IQ4NL, &out, &mut back);
+        let err = |b: &[f32]| x.iter().zip(b).map(|(a, b)| (a - b).powi(2)).sum::<f32>();
+        // The unsearched scale: d = max / −127, each weight its nearest table value.
+        let mut naive = Vec::new();
+        for blk in x.chunks_exact(32) {
+            let max = blk
+                .iter()
+                .fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+            let d = max / -127.0;
+            for &v in blk {
+                naive.push(d * IQ4NL_VALUES[nearest(&IQ4NL_VALUES, v / d)] as f32);
+            }
+        }
+        assert!(
+            err(&back) < 0.9 * err(&naive),
+            "{} vs {}",
+            err(&back),
+            err(&naive)
+        );
+        let mut imp = vec![1.0f32; 32];
+        imp[3] = 100.0;
+        let mut weighted = Vec::new();
+        quantize_weighted(GgmlType::IQ4NL, &x, 32, Some(&imp), &mut weighted);
+        let mut wb = vec![0.0; x.len()];
+        dequantize(GgmlType::IQ4NL, &weighted, &mut wb);
+        let col = |b: &[f32]| {
+            (0..64)
+                .map(|r| (x[r * 32 + 3] - b[r * 32 + 3]).powi(2))
+                .sum::<f32>()
+        };
+        assert!(col(&wb) < col(&back), "{} vs {}", col(&wb), col(&back));
+    }
 
     #[test]
     fn round_trips_within_half_a_step() {
