@@ -375,9 +375,16 @@ fn rows16_tensors_run_in_place_like_row_major_ones() {
             // The scalar path reads rows16 through the packed kernels' twins and row-major
             // bytes through the row-major kernels: the same sums in another order. A random
             // tiny model amplifies such differences over positions (its attention is sharp),
-            // so compare the first position only.
+            // so compare the first position only. The default's second activation digit has a
+            // step 254 times finer than one digit's, so it resolves (rather than rounds away)
+            // those float-order differences: the two files then stay about 1e-4 apart, each
+            // about 1e-3 from the exact path (one digit: 1e-6 apart, 0.07 from exact).
+            let tol = match crate::common::config().activations.digits() {
+                2 => 1e-3,
+                _ => 1e-4,
+            };
             for (x, y) in a[0].iter().zip(&b[0]) {
-                assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{q}: {x} vs {y}");
+                assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{q}: {x} vs {y}");
             }
         }
     }
