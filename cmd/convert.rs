@@ -89,7 +89,9 @@ pub fn convert(
         }
         None => None,
     };
-    let importance = if recipe.searches_q4() && !qat_source {
+    // A GGUF whose blocks are all kept has nothing to search.
+    let kept = recipe.keep_source_blocks && source.is_gguf() && !crate::settings::has_lora();
+    let importance = if recipe.searches_q4() && !qat_source && !kept {
         match calibration(input, calib, quiet)? {
             Some((importance, info)) => {
                 recipe.calibration = Some(info);

@@ -117,7 +117,8 @@ fn requantize_drift(
 ) -> Result<(f64, f64, usize)> {
     use pocket_evals::ppl::{perplexity, PplOptions};
     let options = || crate::settings::load_options(true);
-    let (out, _) = crate::settings::open_model(output, options()?)?;
+    // The output has any --lora merged already; the source runs with it.
+    let out = pocket::loader::LoadedModel::open_with(output, options()?)?;
     let (src, _) = crate::settings::open_model(source, options()?)?;
     let mut tokens = out
         .tokenizer
@@ -166,10 +167,11 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     // points are searched in its convention) in a temporary .pocket, whose blocks the GGUF
     // writer then carries over unchanged. The embedding stays f32 there and becomes Q8_0 as
     // before. `--calib none --method rtn` gives llama-quantize's plain rounding.
-    struct Temp(PathBuf);
-    impl Drop for Temp {
+    /// A temporary directory (next to the output), removed however the export ends.
+    struct TempDir(PathBuf);
+    impl Drop for TempDir {
         fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
     let mut _temp = None;
@@ -185,8 +187,17 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             .file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default();
-        let tmp = parent.join(format!(".{name}.q4.tmp-{}.pocket", std::process::id()));
-        _temp = Some(Temp(tmp.clone()));
+        let dir = parent.join(format!(".{name}.q4.tmp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the temporary directory {}", dir.display()))?;
+        _temp = Some(TempDir(dir.clone()));
+        // Named as the input, so the GGUF's general.name is the model's, not the temporary's.
+        let stem = args
+            .input
+            .file_stem()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| "model".into());
+        let tmp = dir.join(format!("{stem}.pocket"));
         let recipe = pocket_formats::recipe::Recipe {
             linear: pocket_formats::quant::QuantType::Q4 {
                 block: 32,
@@ -194,6 +205,9 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             },
             embed: pocket_formats::quant::QuantType::F32,
             allow_nonfinite: args.quant.allow_nonfinite,
+            // Every weight from its values: a QAT layer's own grid (block 128, say) would not
+            // carry into a GGUF block of 32.
+            qat: pocket_formats::recipe::QatMode::Off,
             ..Default::default()
         };
         convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
@@ -297,7 +311,9 @@ fn mnn(args: &ExportArgs) -> Result<ExitCode> {
             .unwrap_or_default();
         let tmp = parent.join(format!(".{name}.source.tmp-{}.pocket", std::process::id()));
         _temp = Some(Temp(tmp.clone()));
-        let recipe = args.quant.recipe(None)?;
+        // MNN takes our Q4: a GGUF's blocks are re-quantized, not kept.
+        let mut recipe = args.quant.recipe(None)?;
+        recipe.keep_source_blocks = false;
         convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
         tmp
     };

@@ -105,6 +105,16 @@ pub fn write_pocket(
                     note = None;
                 }
             }
+            // Beside kept blocks, a GGUF's dense matrices stay as they were too.
+            Some(q @ (QuantType::F32 | QuantType::F16 | QuantType::BF16))
+                if recipe.keep_source_blocks
+                    && source.is_gguf()
+                    && !overridden
+                    && !edits.is_some_and(|e| e.contains_key(&t.name)) =>
+            {
+                dtype = q;
+                note = None;
+            }
             // Weights imported already quantized (QAT) keep their grid unless QAT import is off
             // or a pattern asks for another type.
             Some(q) if q.is_quantized() && recipe.qat != QatMode::Off && !overridden => {

@@ -164,6 +164,8 @@ impl ModelFile {
                     QuantType::F32 => dense::decode_f32(b, &mut out),
                     QuantType::F16 => dense::decode_f16(b, &mut out),
                     QuantType::BF16 => dense::decode_bf16(b, &mut out),
+                    // A GGUF's blocks kept in the file decode as the GGUF's do.
+                    QuantType::Ggml(_) => return self.stored(name)?.to_f32(),
                     q => {
                         return Err(FormatError::BadTensor {
                             path: p.path.clone(),
@@ -205,6 +207,11 @@ impl ModelFile {
                 Some(gguf_import::blocks_in_row_order(file, spec, name, t))
             }
         }
+    }
+
+    /// Whether the source is a GGUF file.
+    pub fn is_gguf(&self) -> bool {
+        matches!(self, ModelFile::Gguf { .. })
     }
 
     /// An HF checkpoint whose config declares a `quantization_config` (compressed-tensors,

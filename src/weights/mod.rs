@@ -432,6 +432,10 @@ impl IntKernel<'_> {
                     }
                 }
             }
+            // A long prefill's scratch (tokens × digits × rows) is not kept for decode.
+            if s.capacity() > 1 << 20 {
+                *s = Vec::new();
+            }
         })
     }
 

@@ -254,3 +254,70 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
         );
     }
 }
+
+/// A 4-bit GGUF export from a checkpoint takes the calibrated search (through a temporary
+/// `.pocket` whose blocks carry over whole), names the model after its input, leaves no
+/// temporary behind, and writes IQ4_NL that decodes close to the source.
+#[test]
+fn four_bit_gguf_exports_take_the_calibrated_search() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/tiny/qwen3-tiny");
+    for quant in ["q4_0", "q4_1", "iq4_nl"] {
+        let out = tmp.path().join(format!("{quant}.gguf"));
+        let report = pocket(&[
+            "export",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--format",
+            "gguf",
+            "--quant",
+            quant,
+            "--json",
+        ]);
+        let tensors = report["report"]["tensors"].as_array().unwrap();
+        let carried: u64 = tensors
+            .iter()
+            .map(|t| t["carried_blocks"].as_u64().unwrap())
+            .sum();
+        let inexact: u64 = tensors
+            .iter()
+            .map(|t| t["inexact_blocks"].as_u64().unwrap())
+            .sum();
+        if quant == "iq4_nl" {
+            assert_eq!(carried, 0);
+        } else {
+            assert!(
+                carried > 0 && inexact == 0,
+                "{quant}: {carried} carried, {inexact} not"
+            );
+        }
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(names.is_empty(), "temporaries left: {names:?}");
+        let g = GgufFile::open(&out).unwrap();
+        assert_eq!(
+            g.get("general.name").and_then(|v| v.as_str()),
+            Some("qwen3-tiny"),
+            "{quant}: general.name"
+        );
+        // Every 4-bit matrix decodes within a few steps of the source weights.
+        let (gm, sm) = (
+            ModelFile::open(&out).unwrap(),
+            ModelFile::open(&src).unwrap(),
+        );
+        let name = "model.layers.0.mlp.up_proj.weight";
+        let (a, b) = (gm.read_f32(name).unwrap(), sm.read_f32(name).unwrap());
+        let rms = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32).sqrt();
+        let err: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x - y).collect();
+        assert!(
+            rms(&err) < 0.15 * rms(&b),
+            "{quant}: {} vs {}",
+            rms(&err),
+            rms(&b)
+        );
+    }
+}

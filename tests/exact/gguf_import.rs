@@ -363,6 +363,28 @@ fn export_of_a_gguf_keeps_every_block_bit_for_bit() {
             lg.iter().zip(&lp).all(|(u, v)| u.to_bits() == v.to_bits()),
             "{file}: logits differ"
         );
+        // The kept file exports on (its blocks decoded), and the GGUF still exports to MNN
+        // (re-quantized to our Q4, which MNN takes).
+        let again = tmp.path().join(format!("{file}.q8_0.gguf"));
+        crate::common::pocket_ok(&[
+            "export",
+            outs,
+            "-o",
+            again.to_str().unwrap(),
+            "--format",
+            "gguf",
+            "--quant",
+            "q8_0",
+        ]);
+        let mnn = tmp.path().join(format!("{file}.mnn"));
+        crate::common::pocket_ok(&[
+            "export",
+            srcs,
+            "-o",
+            mnn.to_str().unwrap(),
+            "--format",
+            "mnn",
+        ]);
     }
 }
 

@@ -69,6 +69,7 @@ fn file_type(t: GgmlType) -> u32 {
         GgmlType::Q4_0 => 2,
         GgmlType::Q4_1 => 3,
         GgmlType::Q8_0 => 7,
+        GgmlType::IQ4NL => 25,
         GgmlType::BF16 => 32,
         _ => 0,
     }
@@ -491,7 +492,7 @@ pub fn write_gguf(
             exact
         } else if matches!(quant, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL)
             && is_embedding_or_head(&t.name)
-            && !t.stored.is_some_and(|q| q.is_quantized())
+            && !t.stored.is_some_and(|q| matches!(q, QuantType::Q4 { .. }))
         {
             // As llama.cpp's quantizer does for its 4-bit types: the embedding/head stays 8-bit
             // (unless it is already 4-bit in the source: then it is carried over as it is).
