@@ -89,6 +89,8 @@ pub fn convert(
         }
         None => None,
     };
+    // Only a GGUF has blocks to keep (the recipe records it, and `inspect` says so).
+    recipe.keep_source_blocks &= source.is_gguf();
     // A GGUF whose blocks are all kept has nothing to search.
     let kept = recipe.keep_source_blocks && source.is_gguf() && !crate::settings::has_lora();
     let importance = if recipe.searches_q4() && !qat_source && !kept {
