@@ -11,31 +11,13 @@ Usage: check_act_precision.py POCKET_BIN TEXT FILE.gguf... [--ctx 512] [--json O
 """
 import argparse
 import json
-import math
 import subprocess
 import sys
 import tempfile
 
-import numpy as np
 from llama_cpp import Llama
 
-
-def llama_ppl(llm, tokens, ctx, prefix):
-    nll, n = 0.0, 0
-    step = ctx - (prefix is not None)
-    for s in range(0, len(tokens), step):
-        w = ([prefix] if prefix is not None else []) + tokens[s:s + step]
-        if len(w) < 2:
-            continue
-        llm.reset()
-        llm.eval(w)
-        logits = np.array(llm.scores[:len(w)], dtype=np.float64)
-        for i in range(len(w) - 1):
-            row = logits[i]
-            m = row.max()
-            nll += m + math.log(np.exp(row - m).sum()) - row[w[i + 1]]
-            n += 1
-    return math.exp(nll / n), n
+from check_gguf_llamacpp import llama_ppl
 
 
 def pocket_ppl(bin_, model, toks, ctx, bos, act, baseline=False):
@@ -69,7 +51,7 @@ def main():
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as t:
             json.dump(toks, t)
         bos = "yes" if gemma else "no"
-        lp, n = llama_ppl(llm, toks, a.ctx, prefix)
+        lp, n = llama_ppl(llm, toks, prefix, ctx=a.ctx)
         del llm
         exact = pocket_ppl(a.pocket, f, t.name, a.ctx, bos, "f32")
         if exact["tokens"] != n:

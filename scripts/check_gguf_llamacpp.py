@@ -29,10 +29,10 @@ def pocket_json(bin_, *args):
     return json.loads(out)
 
 
-def llama_ppl(llm, tokens, prefix=None):
-    """Windows as pocket's `eval ppl` cuts them: CTX tokens, or a prefix (BOS) and CTX - 1."""
+def llama_ppl(llm, tokens, prefix=None, ctx=CTX):
+    """Windows as pocket's `eval ppl` cuts them: ctx tokens, or a prefix (BOS) and ctx - 1."""
     nll, n = 0.0, 0
-    step = CTX - (prefix is not None)
+    step = ctx - (prefix is not None)
     for s in range(0, len(tokens), step):
         w = ([prefix] if prefix is not None else []) + tokens[s:s + step]
         if len(w) < 2:
