@@ -26,24 +26,16 @@ pub fn calibration(
     calib: &CalibArgs,
     quiet: bool,
 ) -> Result<Option<(pocket_formats::convert::Importance, CalibrationInfo)>> {
-    let (text, origin) = match calib.calib {
-        "none" => return Ok(None),
-        "builtin" => (BUILTIN_TEXT.to_string(), "builtin".to_string()),
-        path => (
-            std::fs::read_to_string(path)
-                .with_context(|| format!("{path}: cannot read the calibration text"))?,
-            path.to_string(),
-        ),
+    let Some((text, origin)) = calib_text(calib)? else {
+        return Ok(None);
     };
     let (model, _) = crate::settings::open_model(input, crate::settings::load_options(true)?)?;
-    let bar = progress_bar(quiet);
-    bar.set_message("calibrating");
+    let ticker = Ticker::new(quiet, "calibrating");
     let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
+        ticker.tick(done as u64, total as u64, "tokens");
     })
     .with_context(|| format!("calibrating on {origin}"))?;
-    bar.finish_and_clear();
+    ticker.finish();
     Ok(Some((
         c.importance,
         CalibrationInfo {
@@ -53,13 +45,35 @@ pub fn calibration(
     )))
 }
 
+/// The calibration text and where it came from (`builtin` or its path); `None` for `none`.
+pub fn calib_text(calib: &CalibArgs) -> Result<Option<(String, String)>> {
+    Ok(match calib.calib {
+        "none" => None,
+        "builtin" => Some((BUILTIN_TEXT.to_string(), "builtin".to_string())),
+        path => Some((
+            std::fs::read_to_string(path)
+                .with_context(|| format!("{path}: cannot read the calibration text"))?,
+            path.to_string(),
+        )),
+    })
+}
+
+/// A size to fit (`--size`, `--bpw`) and the name patterns whose types are pinned by hand.
+pub struct Budget {
+    pub target: crate::quant_args::SizeTarget,
+    pub pins: Vec<String>,
+    /// Where measured sensitivities are kept and reused (`--sensitivity`).
+    pub saved: Option<std::path::PathBuf>,
+}
+
 pub fn convert(
     input: &Path,
     output: &Path,
     recipe: &Recipe,
     calib: &CalibArgs,
+    budget: Option<&Budget>,
     quiet: bool,
-) -> Result<(ConvertReport, f64)> {
+) -> Result<(ConvertReport, f64, Option<crate::budget::Fitted>)> {
     let source = ModelFile::open(input)?;
     if output.exists() && output.is_dir() {
         anyhow::bail!(
@@ -104,13 +118,38 @@ pub fn convert(
     } else {
         None
     };
-    let recipe = &recipe;
-    let bar = progress_bar(quiet);
-    let progress = |done: u64, total: u64, name: &str| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(name.to_string());
+    let fitted = match budget {
+        Some(b) => {
+            if crate::settings::has_lora() {
+                anyhow::bail!("--size/--bpw with --lora is not supported yet: merge the adapter into a full-precision export first");
+            }
+            if qat_source {
+                anyhow::bail!("--size/--bpw re-quantizes every weight matrix; this checkpoint's weights are already on a 4-bit grid (QAT): export it without a size");
+            }
+            let (Some(importance), Some((text, origin))) = (&importance, calib_text(calib)?) else {
+                anyhow::bail!("--size/--bpw needs calibration text (--calib builtin or a file)");
+            };
+            let how = crate::budget::Measure {
+                importance,
+                text: &text,
+                origin: &origin,
+                saved: b.saved.as_deref(),
+            };
+            Some(crate::budget::fit(
+                input,
+                &source,
+                &mut recipe,
+                &how,
+                b.target,
+                &b.pins,
+                quiet,
+            )?)
+        }
+        None => None,
     };
+    let recipe = &recipe;
+    let ticker = Ticker::new(quiet, "writing");
+    let progress = |done: u64, total: u64, name: &str| ticker.tick(done, total, name);
     let edits = merge
         .as_ref()
         .map(|m| m as &dyn pocket_formats::convert::Edits);
@@ -123,8 +162,8 @@ pub fn convert(
         &progress,
     )
     .with_context(|| format!("writing {}", output.display()))?;
-    bar.finish_and_clear();
-    Ok((report, start.elapsed().as_secs_f64()))
+    ticker.finish();
+    Ok((report, start.elapsed().as_secs_f64(), fitted))
 }
 
 /// Merging into a base whose weights are already quantized re-quantizes the adapted ones: said
@@ -141,6 +180,50 @@ pub fn merge_note(source: &ModelFile, input: &Path) {
              changes (from the full-precision base the merge is exact before quantizing)",
             input.display()
         );
+    }
+}
+
+/// Progress of a long step: a bar on a terminal; when stderr is piped, a line every ten
+/// seconds (so a log shows the step is alive); nothing when `quiet` (`--json`).
+pub struct Ticker {
+    bar: ProgressBar,
+    what: &'static str,
+    piped: bool,
+    last: std::sync::Mutex<Instant>,
+}
+
+impl Ticker {
+    pub fn new(quiet: bool, what: &'static str) -> Ticker {
+        let bar = progress_bar(quiet);
+        bar.set_message(what);
+        Ticker {
+            bar,
+            what,
+            piped: !quiet && !std::io::stderr().is_terminal(),
+            last: std::sync::Mutex::new(Instant::now()),
+        }
+    }
+
+    /// `done` of `total`, the item just finished.
+    pub fn tick(&self, done: u64, total: u64, name: &str) {
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+        self.bar.set_message(format!("{}: {name}", self.what));
+        if self.piped {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.elapsed().as_secs() >= 10 {
+                eprintln!(
+                    "{}: {:.0} % ({name})",
+                    self.what,
+                    done as f64 * 100.0 / total.max(1) as f64
+                );
+                *last = Instant::now();
+            }
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
     }
 }
 
@@ -250,5 +333,67 @@ pub fn print_table(r: &ConvertReport) {
             t.rel_rms,
             t.max_abs
         );
+    }
+}
+
+/// Mean KL(source ‖ output), top-1 agreement and tokens, over the built-in calibration text
+/// (up to 512 tokens, one window), on the default path.
+pub fn requantize_drift(
+    source: &std::path::Path,
+    output: &std::path::Path,
+    quiet: bool,
+) -> Result<(f64, f64, usize)> {
+    use pocket_evals::ppl::{perplexity, PplOptions};
+    let options = || crate::settings::load_options(true);
+    // The output has any --lora merged already; the source runs with it.
+    let out = pocket::loader::LoadedModel::open_with(output, options()?)?;
+    let (src, _) = crate::settings::open_model(source, options()?)?;
+    let mut tokens = out
+        .tokenizer
+        .encode(pocket::calibrate::BUILTIN_TEXT, true)?;
+    tokens.truncate(512);
+    let ctx = tokens.len().min(out.model.spec.max_position_embeddings);
+    let mut e = crate::eval::engine::Engine::new(&out, ctx);
+    let mut b = crate::eval::engine::Engine::new(&src, ctx);
+    let ticker = Ticker::new(quiet, "measuring the KL from the source");
+    let r = perplexity(
+        &mut e,
+        Some(&mut b as &mut dyn pocket_evals::LogitModel),
+        &tokens,
+        &PplOptions {
+            window: ctx,
+            chunk: 64,
+            prefix: None,
+        },
+        &|done, total| ticker.tick(done as u64, total as u64, "tokens"),
+    )?;
+    ticker.finish();
+    Ok((
+        r.kld_mean.unwrap_or(0.0),
+        r.top1_agree.unwrap_or(0.0),
+        r.tokens,
+    ))
+}
+
+/// What `--size`/`--bpw` chose and what it cost, measured after writing (on stderr with
+/// `--json`, where the JSON report carries the recipe).
+pub fn print_fitted(f: &crate::budget::Fitted, measured: (f64, f64, usize), json: bool) {
+    let (kl, top1, n) = measured;
+    let types: Vec<String> = f.counts.iter().map(|(t, c)| format!("{c} {t}")).collect();
+    let line = format!(
+        "size budget {:.2} MB: planned {:.2} MB with {} (chosen in {:.0} s by each tensor's \
+         measured effect); KL from the source {kl:.4} on the built-in text ({n} tokens, \
+         predicted {:.4}), top-1 agreement {:.1} %",
+        f.target_bytes as f64 / 1e6,
+        f.planned_bytes as f64 / 1e6,
+        types.join(", "),
+        f.seconds,
+        f.predicted_kl,
+        top1 * 100.0
+    );
+    if json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
     }
 }

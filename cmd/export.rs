@@ -1,6 +1,6 @@
 //! `pocket export`: turn a Hugging Face checkpoint into a deployable file.
 
-use crate::convert::{convert, print_summary, progress_bar};
+use crate::convert::{convert, print_summary, requantize_drift, Ticker};
 use crate::quant_args::QuantArgs;
 use anyhow::Result;
 use anyhow::{bail, Context};
@@ -21,7 +21,9 @@ norms f32, every linear layer and the embedding at --quant. For control over the
 (embedding type, per-tensor overrides, scale method, QAT handling) and a per-tensor error \
 report, use `pocket quantize`. A GGUF input keeps its quantized blocks bit for bit (the same \
 model, a file no larger; the engine packs them at load as it does the GGUF's); --quant TYPE \
-re-quantizes them and then reports the KL from the GGUF on the built-in text, with a verdict.
+re-quantizes them and then reports the KL from the GGUF on the built-in text, with a verdict. \
+--size/--bpw choose each weight matrix's type to fit a file size, by each tensor's measured \
+effect on the output (docs/quantization.md, section Size budget).
 
 GGUF export writes what llama.cpp's converter writes (metadata keys, tensor names, the q/k row \
 order of `llama`, tokenizer.ggml.*); weights already in our Q4 carry over to Q4_0/Q4_1 without \
@@ -34,6 +36,7 @@ Examples:
   pocket export models/smollm2-135m-instruct -o smollm2-iq4_nl.gguf --format gguf --quant iq4_nl
   pocket export SmolLM2-135M-Instruct.Q4_1.gguf -o smollm2.pocket   (the GGUF's blocks kept)
   pocket export model.gguf -o model-q4.pocket --quant q4   (re-quantized; reports the KL it cost)
+  pocket export HF_DIR -o model.pocket --size 173MB   (each weight matrix's type chosen to fit)
   pocket export HF_DIR -o model-q8.pocket --quant q8")]
 pub struct ExportArgs {
     /// The model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), a
@@ -57,26 +60,44 @@ pub struct ExportArgs {
 }
 
 pub fn main(args: ExportArgs) -> Result<ExitCode> {
+    let size = args.quant.size_target()?;
+    if size.is_some() && args.format != "pocket" {
+        bail!(
+            "--size/--bpw choose among .pocket storage types; a {} export takes one --quant type",
+            args.format
+        );
+    }
     match args.format.as_str() {
         "gguf" => return gguf(&args),
         "mnn" => return mnn(&args),
         _ => {}
     }
     let recipe = args.quant.recipe(None)?;
-    let (report, secs) = convert(
+    let budget = size.map(|target| crate::convert::Budget {
+        target,
+        pins: Vec::new(),
+        saved: args.quant.sensitivity.clone(),
+    });
+    let (report, secs, fitted) = convert(
         &args.input,
         &args.output,
         &recipe,
         &args.quant.calib_args(),
+        budget.as_ref(),
         args.json,
     )?;
     // Re-quantizing a GGUF's blocks changes the model: say by how much, measured.
-    let drift = match (args.quant.quant.is_some(), is_gguf(&args.input)) {
-        (true, true) => Some(requantize_drift(&args.input, &args.output)?),
-        _ => None,
+    // So does fitting a size: measured the same way.
+    let requantized = args.quant.quant.is_some() && is_gguf(&args.input);
+    let drift = match requantized || fitted.is_some() {
+        true => Some(requantize_drift(&args.input, &args.output, args.json)?),
+        false => None,
     };
     if args.json {
         let mut v = serde_json::json!({"seconds": secs, "report": report});
+        if let Some(f) = &fitted {
+            v["recipe"] = serde_json::to_value(&f.recipe)?;
+        }
         if let Some(d) = &drift {
             v["drift_from_source"] = serde_json::json!({
                 "kl_mean": d.0, "top1_agree": d.1, "tokens": d.2, "text": "builtin"
@@ -85,6 +106,11 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
         println!("{v}");
     } else {
         print_summary(&report, secs);
+    }
+    if let (Some(f), Some(d)) = (&fitted, drift) {
+        crate::convert::print_fitted(f, d, args.json);
+    }
+    if !args.json && requantized {
         if let Some((kl, top1, n)) = drift {
             let verdict = if kl < 0.005 {
                 "close to the GGUF"
@@ -107,42 +133,6 @@ fn is_gguf(p: &std::path::Path) -> bool {
         pocket_formats::sniff::sniff(p),
         Ok(pocket_formats::sniff::Kind::Gguf)
     )
-}
-
-/// Mean KL(source ‖ output), top-1 agreement and tokens, over the built-in calibration text
-/// (up to 512 tokens, one window), on the default path.
-fn requantize_drift(
-    source: &std::path::Path,
-    output: &std::path::Path,
-) -> Result<(f64, f64, usize)> {
-    use pocket_evals::ppl::{perplexity, PplOptions};
-    let options = || crate::settings::load_options(true);
-    // The output has any --lora merged already; the source runs with it.
-    let out = pocket::loader::LoadedModel::open_with(output, options()?)?;
-    let (src, _) = crate::settings::open_model(source, options()?)?;
-    let mut tokens = out
-        .tokenizer
-        .encode(pocket::calibrate::BUILTIN_TEXT, true)?;
-    tokens.truncate(512);
-    let ctx = tokens.len().min(out.model.spec.max_position_embeddings);
-    let mut e = crate::eval::engine::Engine::new(&out, ctx);
-    let mut b = crate::eval::engine::Engine::new(&src, ctx);
-    let r = perplexity(
-        &mut e,
-        Some(&mut b as &mut dyn pocket_evals::LogitModel),
-        &tokens,
-        &PplOptions {
-            window: ctx,
-            chunk: 64,
-            prefix: None,
-        },
-        &|_, _| {},
-    )?;
-    Ok((
-        r.kld_mean.unwrap_or(0.0),
-        r.top1_agree.unwrap_or(0.0),
-        r.tokens,
-    ))
 }
 
 fn gguf(args: &ExportArgs) -> Result<ExitCode> {
@@ -210,7 +200,14 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             qat: pocket_formats::recipe::QatMode::Off,
             ..Default::default()
         };
-        convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
+        convert(
+            &args.input,
+            &tmp,
+            &recipe,
+            &args.quant.calib_args(),
+            None,
+            true,
+        )?;
         tmp
     } else {
         args.input.clone()
@@ -237,7 +234,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let bar = progress_bar(args.json);
+    let ticker = Ticker::new(args.json, "writing");
     let start = std::time::Instant::now();
     let report = write_gguf(
         &source,
@@ -248,14 +245,10 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             .map(|m| m as &dyn pocket_formats::convert::Edits),
         importance.as_ref(),
         &args.output,
-        &|done, total, name| {
-            bar.set_length(total);
-            bar.set_position(done);
-            bar.set_message(name.to_string());
-        },
+        &|done, total, name| ticker.tick(done, total, name),
     )
     .with_context(|| format!("writing {}", args.output.display()))?;
-    bar.finish_and_clear();
+    ticker.finish();
     let secs = start.elapsed().as_secs_f64();
     let (carried, inexact): (usize, usize) = report.tensors.iter().fold((0, 0), |(a, b), t| {
         (a + t.carried_blocks, b + t.inexact_blocks)
@@ -314,18 +307,23 @@ fn mnn(args: &ExportArgs) -> Result<ExitCode> {
         // MNN takes our Q4: a GGUF's blocks are re-quantized, not kept.
         let mut recipe = args.quant.recipe(None)?;
         recipe.keep_source_blocks = false;
-        convert(&args.input, &tmp, &recipe, &args.quant.calib_args(), true)?;
+        convert(
+            &args.input,
+            &tmp,
+            &recipe,
+            &args.quant.calib_args(),
+            None,
+            true,
+        )?;
         tmp
     };
     let source = ModelFile::open(&pocket)?;
-    let bar = progress_bar(args.json);
+    let ticker = Ticker::new(args.json, "writing");
     let report = write_mnn(&source, dir, &|done, total, name| {
-        bar.set_length(total);
-        bar.set_position(done);
-        bar.set_message(name.to_string());
+        ticker.tick(done, total, name)
     })
     .with_context(|| format!("writing the MNN package {}", dir.display()))?;
-    bar.finish_and_clear();
+    ticker.finish();
     let secs = start.elapsed().as_secs_f64();
     if args.json {
         println!("{}", serde_json::json!({"seconds": secs, "report": report}));

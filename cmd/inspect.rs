@@ -452,6 +452,28 @@ fn recipe_text(recipe: &serde_json::Value) -> String {
         field("method"),
         field("qat")
     );
+    if let Some(b) = recipe.get("budget") {
+        // The overrides are the choice: count the types chosen.
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for o in recipe["overrides"].as_array().into_iter().flatten() {
+            let t = o.get(1).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+            match counts.iter_mut().find(|(n, _)| *n == t) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((t, 1)),
+            }
+        }
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let list: Vec<String> = counts.iter().map(|(t, c)| format!("{c} {t}")).collect();
+        return format!(
+            "size budget {:.2} MB: each weight matrix's type chosen by its measured effect on the \
+             output ({} calibration tokens, predicted KL {:.4}): {}; method {}",
+            b["target_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            b["tokens"].as_u64().unwrap_or(0),
+            b["predicted_kl"].as_f64().unwrap_or(f64::NAN),
+            list.join(", "),
+            field("method")
+        );
+    }
     if overrides > 0 {
         s.push_str(&format!(", {overrides} override(s)"));
     }

@@ -5,6 +5,7 @@
 //! what is wrong); 2 bad usage; 3 the subcommand or option is not built yet.
 
 mod bench;
+mod budget;
 mod convert;
 mod decide;
 mod eval;

@@ -34,6 +34,55 @@ pub struct QuantArgs {
     /// Export weights holding NaN or infinity (refused by default, every such tensor named)
     #[arg(long)]
     pub allow_nonfinite: bool,
+    /// Fit the .pocket into this size (e.g. 173MB, 180MiB, 0.2GB): every weight matrix gets
+    /// the storage type (Q4 blocks 32/64/128, symmetric or not, or Q8) that loses least for its
+    /// bytes, by each tensor's measured effect on the model's output over the calibration text.
+    /// Costs one forward pass per weight matrix (minutes on a 0.5B model)
+    #[arg(long, value_name = "SIZE", conflicts_with = "bpw")]
+    pub size: Option<String>,
+    /// Like --size, in bits per parameter of the whole file (e.g. 4.8; the default Q4 is about
+    /// 4.5)
+    #[arg(long, value_name = "BITS")]
+    pub bpw: Option<f64>,
+    /// With --size/--bpw: keep each tensor's measured effect in FILE (JSON), and reuse it when
+    /// FILE exists, so trying other sizes of the same source and calibration takes seconds
+    #[arg(long, value_name = "FILE")]
+    pub sensitivity: Option<std::path::PathBuf>,
+}
+
+/// What `--size` / `--bpw` asked for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SizeTarget {
+    Bytes(u64),
+    BitsPerParameter(f64),
+}
+
+/// `173MB`, `173 MB`, `180MiB`, `0.2GB`, `5000000` (bytes): decimal units are powers of 1000,
+/// binary ones (KiB, MiB, GiB) of 1024.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--size {s}: not a size (e.g. 173MB, 180MiB, 0.2GB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => bail!("--size {s}: unknown unit `{other}` (B, KB, MB, GB, KiB, MiB, GiB)"),
+    };
+    let bytes = n * scale;
+    if !(1.0..1e15).contains(&bytes) {
+        bail!("--size {s}: out of range");
+    }
+    Ok(bytes as u64)
 }
 
 #[derive(Args, Clone)]
@@ -84,11 +133,45 @@ impl QuantArgs {
         self.quant.as_deref().unwrap_or("q4")
     }
 
+    /// `--size` or `--bpw`, checked against the flags it replaces.
+    pub fn size_target(&self) -> Result<Option<SizeTarget>> {
+        if self.sensitivity.is_some() && self.size.is_none() && self.bpw.is_none() {
+            bail!("--sensitivity keeps what --size/--bpw measure: give one of them");
+        }
+        let t = match (&self.size, self.bpw) {
+            (Some(s), _) => SizeTarget::Bytes(parse_size(s)?),
+            (None, Some(b)) if b.is_finite() && (1.0..=32.0).contains(&b) => {
+                SizeTarget::BitsPerParameter(b)
+            }
+            (None, Some(b)) => bail!("--bpw {b}: give bits per parameter between 1 and 32"),
+            (None, None) => return Ok(None),
+        };
+        let flag = if self.size.is_some() {
+            "--size"
+        } else {
+            "--bpw"
+        };
+        if self.quant.is_some() || self.block != 64 || self.sym {
+            bail!(
+                "{flag} chooses every weight matrix's type itself: drop --quant/--block/--sym (pin \
+                 a tensor's type with `pocket quantize --type PATTERN=TYPE`)"
+            );
+        }
+        if self.calib == "none" {
+            bail!(
+                "{flag} measures each tensor's effect on the model over the calibration text: \
+                 give --calib builtin or a text file, not none"
+            );
+        }
+        Ok(Some(t))
+    }
+
     pub fn recipe(&self, extra: Option<&RecipeArgs>) -> Result<Recipe> {
         let linear = self.storage()?;
         let mut r = Recipe {
             linear,
-            keep_source_blocks: self.quant.is_none(),
+            // A GGUF keeps its blocks unless a type or a size is asked for.
+            keep_source_blocks: self.quant.is_none() && self.size.is_none() && self.bpw.is_none(),
             embed: pocket_formats::recipe::default_embed(linear),
             allow_nonfinite: self.allow_nonfinite,
             ..Recipe::default()

@@ -76,7 +76,11 @@ impl Observer for Collector<'_> {
 /// the model's chat template, so the special tokens and the assistant turns a chat model sees
 /// in use are calibrated too; then the text itself as plain text. Each gets up to half of
 /// `max_tokens` (the text takes what the dialogues leave).
-fn calibration_tokens(m: &LoadedModel, text: &str, max_tokens: usize) -> Result<Vec<u32>, Error> {
+pub fn calibration_tokens(
+    m: &LoadedModel,
+    text: &str,
+    max_tokens: usize,
+) -> Result<Vec<u32>, Error> {
     let mut chat = Vec::new();
     if m.template.is_some() {
         for (user, answer) in dialogues(text) {

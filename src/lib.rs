@@ -9,6 +9,7 @@
 pub mod alloc_guard;
 pub mod attention;
 pub mod batch;
+pub mod budget;
 pub mod calibrate;
 pub mod chat;
 pub mod chat_template;

@@ -79,17 +79,24 @@ pub fn edited(
     Ok(v)
 }
 
-pub fn write_pocket(
+/// One tensor of the file being planned: the source tensor, its storage type, a note and its
+/// shape.
+type Planned<'a> = (
+    &'a crate::model_file::SourceTensor,
+    QuantType,
+    Option<String>,
+    Vec<usize>,
+);
+
+/// Each tensor's storage type, the file's header and the packed tokenizer.
+fn plan_file<'a>(
     source: &ModelFile,
+    tensors: &'a [crate::model_file::SourceTensor],
     recipe: &Recipe,
-    importance: Option<&Importance>,
     edits: Option<&dyn Edits>,
-    dest: &Path,
-    progress: Progress,
-) -> Result<ConvertReport, FormatError> {
-    let tensors = source.tensors();
+) -> Result<(Vec<Planned<'a>>, PocketHeader, Vec<u8>), FormatError> {
     let mut plan = Vec::with_capacity(tensors.len());
-    for t in &tensors {
+    for t in tensors {
         let (mut dtype, mut note) = recipe.storage_for(&t.name, &t.shape);
         let overridden = recipe
             .overrides
@@ -180,6 +187,27 @@ pub fn write_pocket(
             })
             .collect(),
     };
+    Ok((plan, header, packed))
+}
+
+/// The bytes `write_pocket` would write for `source` with `recipe`, computed from the types
+/// and shapes without encoding anything.
+pub fn planned_file_bytes(source: &ModelFile, recipe: &Recipe) -> Result<u64, FormatError> {
+    let tensors = source.tensors();
+    let (_, header, _) = plan_file(source, &tensors, recipe, None)?;
+    crate::pocket::writer::planned_bytes(header)
+}
+
+pub fn write_pocket(
+    source: &ModelFile,
+    recipe: &Recipe,
+    importance: Option<&Importance>,
+    edits: Option<&dyn Edits>,
+    dest: &Path,
+    progress: Progress,
+) -> Result<ConvertReport, FormatError> {
+    let tensors = source.tensors();
+    let (plan, header, packed) = plan_file(source, &tensors, recipe, edits)?;
     let mut writer = PocketWriter::create(dest, header)?;
 
     // Hash the source files on a second thread while the tensors are encoded.
@@ -398,4 +426,41 @@ fn sha256_file(path: &Path) -> Result<(u64, String), FormatError> {
         h.update(&buf[..k]);
     }
     Ok((n, h.finalize().iter().map(|b| format!("{b:02x}")).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::QuantType;
+
+    /// The planned size is the written size, whatever the types: what `--size` relies on.
+    #[test]
+    fn the_planned_size_is_the_written_size() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tiny/qwen3-tiny");
+        let source = ModelFile::open(&src).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let mixed = Recipe {
+            overrides: vec![
+                ("*.layers.0.*".into(), QuantType::Q8 { block: 64 }),
+                (
+                    "*down_proj*".into(),
+                    QuantType::Q4 {
+                        block: 128,
+                        sym: true,
+                    },
+                ),
+                ("*q_proj*".into(), QuantType::F16),
+            ],
+            ..Recipe::default()
+        };
+        for (i, recipe) in [Recipe::default(), mixed].iter().enumerate() {
+            let out = tmp.path().join(format!("{i}.pocket"));
+            let r = write_pocket(&source, recipe, None, None, &out, &|_, _, _| {}).unwrap();
+            assert_eq!(
+                planned_file_bytes(&source, recipe).unwrap(),
+                r.file_bytes,
+                "recipe {i}"
+            );
+        }
+    }
 }

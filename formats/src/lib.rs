@@ -7,6 +7,7 @@
 //!   `model.safetensors` or a sharded `model.safetensors.index.json`, memory-mapped.
 
 pub mod atomic;
+pub mod budget;
 pub mod bytes;
 pub mod convert;
 pub mod error;

@@ -39,6 +39,23 @@ pub struct Recipe {
     /// Export tensors holding NaN or infinity instead of refusing them.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allow_nonfinite: bool,
+    /// Set when the types were chosen to fit a size (`--size`, `--bpw`): the choice is in
+    /// `overrides`, one exact tensor name each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetInfo>,
+}
+
+/// How a size-budget choice was made (`pocket export --size`), recorded in the file.
+#[derive(Clone, Debug, Serialize)]
+pub struct BudgetInfo {
+    /// The file size asked for, in bytes.
+    pub target_bytes: u64,
+    /// The types chosen from.
+    pub candidates: Vec<QuantType>,
+    /// The sum of the chosen types' estimated KL divergences from the source.
+    pub predicted_kl: f64,
+    /// Calibration tokens each tensor's sensitivity was measured on.
+    pub tokens: usize,
 }
 
 /// Where calibration activations came from.
@@ -89,6 +106,7 @@ impl Default for Recipe {
             keep_source_blocks: false,
             calibration: None,
             allow_nonfinite: false,
+            budget: None,
         }
     }
 }

@@ -12,6 +12,7 @@ mod long_context;
 mod pocket_format;
 mod real_model;
 mod serving;
+mod size_budget;
 mod speculative;
 mod streaming;
 mod structured;

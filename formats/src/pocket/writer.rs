@@ -25,45 +25,12 @@ pub struct PocketWriter {
 impl PocketWriter {
     /// Plans the file from `header` (its `offset`, `size` and `xxh3` fields are filled here;
     /// blob sizes must be set by the caller) and opens the temporary file.
-    pub fn create(dest: &Path, mut header: PocketHeader) -> Result<PocketWriter, FormatError> {
-        let mut offset = 0u64;
+    pub fn create(dest: &Path, header: PocketHeader) -> Result<PocketWriter, FormatError> {
+        let (header, json, data_start, _) = plan(dest, header)?;
         let overflow = || FormatError::Invalid {
             path: dest.to_path_buf(),
             reason: "model too large".into(),
         };
-        for b in &mut header.blobs {
-            b.offset = offset;
-            b.xxh3 = PLACEHOLDER.into();
-            offset =
-                align_up(offset.checked_add(b.size).ok_or_else(overflow)?).ok_or_else(overflow)?;
-        }
-        for t in &mut header.tensors {
-            let (rows, cols) = t.matrix_shape().ok_or_else(|| FormatError::BadTensor {
-                path: dest.to_path_buf(),
-                name: t.name.clone(),
-                reason: format!("shape {:?} is not a vector or matrix", t.shape),
-            })?;
-            t.size = t
-                .dtype
-                .byte_size(rows, cols)
-                .ok_or_else(|| FormatError::BadTensor {
-                    path: dest.to_path_buf(),
-                    name: t.name.clone(),
-                    reason: format!("shape {:?} does not fit storage type {}", t.shape, t.dtype),
-                })? as u64;
-            t.offset = offset;
-            t.xxh3 = PLACEHOLDER.into();
-            offset =
-                align_up(offset.checked_add(t.size).ok_or_else(overflow)?).ok_or_else(overflow)?;
-        }
-        let json = serde_json::to_vec(&header).map_err(|e| FormatError::Invalid {
-            path: dest.to_path_buf(),
-            reason: format!("cannot serialise header: {e}"),
-        })?;
-        // Slack for what is filled in while writing (provenance sizes and hashes).
-        let data_start =
-            align_up((PREFIX_LEN + json.len() + HEADER_SLACK) as u64).ok_or_else(overflow)?;
-
         if data_start > u32::MAX as u64 {
             return Err(overflow());
         }
@@ -168,6 +135,58 @@ fn prefix(json: &[u8], data_start: u64) -> Vec<u8> {
     p.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(json).to_le_bytes());
     debug_assert_eq!(p.len(), PREFIX_LEN);
     p
+}
+
+/// Fills in `header`'s offsets, sizes and checksum placeholders; returns it with its JSON, the
+/// offset where data starts and the data's length (padded to alignment).
+fn plan(
+    dest: &Path,
+    mut header: PocketHeader,
+) -> Result<(PocketHeader, Vec<u8>, u64, u64), FormatError> {
+    let mut offset = 0u64;
+    let overflow = || FormatError::Invalid {
+        path: dest.to_path_buf(),
+        reason: "model too large".into(),
+    };
+    for b in &mut header.blobs {
+        b.offset = offset;
+        b.xxh3 = PLACEHOLDER.into();
+        offset = align_up(offset.checked_add(b.size).ok_or_else(overflow)?).ok_or_else(overflow)?;
+    }
+    for t in &mut header.tensors {
+        let (rows, cols) = t.matrix_shape().ok_or_else(|| FormatError::BadTensor {
+            path: dest.to_path_buf(),
+            name: t.name.clone(),
+            reason: format!("shape {:?} is not a vector or matrix", t.shape),
+        })?;
+        t.size = t
+            .dtype
+            .byte_size(rows, cols)
+            .ok_or_else(|| FormatError::BadTensor {
+                path: dest.to_path_buf(),
+                name: t.name.clone(),
+                reason: format!("shape {:?} does not fit storage type {}", t.shape, t.dtype),
+            })? as u64;
+        t.offset = offset;
+        t.xxh3 = PLACEHOLDER.into();
+        offset = align_up(offset.checked_add(t.size).ok_or_else(overflow)?).ok_or_else(overflow)?;
+    }
+    let json = serde_json::to_vec(&header).map_err(|e| FormatError::Invalid {
+        path: dest.to_path_buf(),
+        reason: format!("cannot serialise header: {e}"),
+    })?;
+    // Slack for what is filled in while writing (provenance sizes and hashes).
+    let data_start =
+        align_up((PREFIX_LEN + json.len() + HEADER_SLACK) as u64).ok_or_else(overflow)?;
+
+    Ok((header, json, data_start, offset))
+}
+
+/// The bytes a file written from `header` takes (the tensors' sizes come from their types and
+/// shapes), without writing it: what `pocket export --size` fits its choice to.
+pub fn planned_bytes(header: PocketHeader) -> Result<u64, FormatError> {
+    let (_, _, data_start, data) = plan(Path::new("(planned)"), header)?;
+    Ok(data_start + data)
 }
 
 const _: () = assert!(ALIGN.is_power_of_two());

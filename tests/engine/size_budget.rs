@@ -1,0 +1,203 @@
+//! `pocket quantize/export --size` and `--bpw`: the file fits the size asked for, the choice is
+//! recorded in the file, spending the bytes by measured sensitivity loses less than a uniform
+//! recipe of the same size (measured on text the choice never saw), and a larger budget never
+//! loses more.
+
+use crate::common::{self, pocket, tiny as fixture};
+use serde_json::Value;
+use std::path::Path;
+
+/// Mean KL of `build`'s next-token distributions from `source`'s over the README (text the
+/// calibration never saw), on the exact f32 path.
+fn kl(build: &Path, source: &Path) -> f64 {
+    let o = common::pocket_ok(&[
+        "eval",
+        "ppl",
+        build.to_str().unwrap(),
+        "--baseline",
+        source.to_str().unwrap(),
+        "--text",
+        common::root().join("README.md").to_str().unwrap(),
+        "--max-tokens",
+        "1024",
+        "--activations",
+        "f32",
+        "--kv",
+        "f32",
+        "--baseline-activations",
+        "f32",
+        "--baseline-kv",
+        "f32",
+        "--json",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["kld_mean"].as_f64().unwrap()
+}
+
+fn size(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+#[test]
+fn a_size_budget_fits_and_loses_less_than_a_uniform_recipe() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["qwen2-tiny", "llama-tiny"] {
+        let src = fixture(name);
+        let uniform = tmp.path().join(format!("{name}-uniform.pocket"));
+        common::quantize(&src, &uniform, &[]);
+        let budget = size(&uniform);
+        let fitted = tmp.path().join(format!("{name}-fitted.pocket"));
+        let report = common::quantize(&src, &fitted, &["--size", &format!("{budget}B")]);
+        assert!(
+            size(&fitted) <= budget,
+            "{name}: {} > {budget}",
+            size(&fitted)
+        );
+        // The recipe written (and returned) holds the budget and one type per weight matrix.
+        let recipe = &report["recipe"];
+        assert_eq!(recipe["budget"]["target_bytes"].as_u64(), Some(budget));
+        let matrices = report["report"]["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["shape"].as_array().unwrap().len() == 2)
+            .count();
+        assert_eq!(recipe["overrides"].as_array().unwrap().len(), matrices);
+        let measured = report["drift_from_source"]["kl_mean"].as_f64().unwrap();
+        assert!(measured > 0.0);
+        let (k_uniform, k_fitted) = (kl(&uniform, &src), kl(&fitted, &src));
+        assert!(
+            k_fitted < k_uniform,
+            "{name}: KL {k_fitted} with the size budget, {k_uniform} uniform at {budget} bytes"
+        );
+        // The file says how it was made.
+        let o = common::pocket_ok(&["inspect", fitted.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("size budget"), "{text}");
+    }
+}
+
+#[test]
+fn more_bits_per_parameter_never_lose_more() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("qwen3-tiny");
+    // The tokenizer and header weigh a lot beside a tiny model's weights: budgets from the
+    // default recipe's bits per parameter up.
+    let uniform = tmp.path().join("uniform.pocket");
+    let r = common::quantize(&src, &uniform, &[]);
+    let params = r["report"]["parameters"].as_u64().unwrap() as f64;
+    let base = size(&uniform) as f64 * 8.0 / params;
+    let mut last = f64::INFINITY;
+    for extra in [0.0, 0.5, 2.0] {
+        let bpw = format!("{:.3}", base + extra);
+        let out = tmp.path().join(format!("{bpw}.pocket"));
+        common::quantize(&src, &out, &["--bpw", &bpw]);
+        let bits = size(&out) as f64 * 8.0 / params;
+        assert!(bits <= bpw.parse::<f64>().unwrap(), "--bpw {bpw}: {bits}");
+        let k = kl(&out, &src);
+        assert!(k <= last * 1.02, "--bpw {bpw}: KL {k} after {last}");
+        last = k;
+    }
+}
+
+#[test]
+fn sizes_that_cannot_be_met_or_conflict_are_refused_with_no_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("qwen2-tiny");
+    let out = tmp.path().join("m.pocket");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--size", "20KB"], "the smallest types"),
+        (&["--size", "12 parsecs"], "unknown unit"),
+        (&["--size", "abc"], "not a size"),
+        (&["--bpw", "0.5"], "between 1 and 32"),
+        (&["--size", "1MB", "--quant", "q8"], "drop --quant"),
+        (&["--size", "1MB", "--calib", "none"], "calibration text"),
+        (&["--size", "1MB", "--bpw", "5"], "cannot be used with"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec![
+            "quantize",
+            src.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = pocket(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{extra:?} succeeded");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            0,
+            "{extra:?} left a file"
+        );
+    }
+    let o = pocket(&[
+        "export",
+        src.to_str().unwrap(),
+        "-o",
+        out.with_extension("gguf").to_str().unwrap(),
+        "--format",
+        "gguf",
+        "--size",
+        "1MB",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("takes one --quant type"));
+}
+
+#[test]
+fn a_kept_sensitivity_gives_the_same_choice_and_refuses_another_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("qwen2-tiny");
+    let saved = tmp.path().join("sens.json");
+    let s = saved.to_str().unwrap();
+    let (a, b) = (tmp.path().join("a.pocket"), tmp.path().join("b.pocket"));
+    common::quantize(&src, &a, &["--bpw", "6", "--sensitivity", s]);
+    assert!(saved.is_file());
+    common::quantize(&src, &b, &["--bpw", "6", "--sensitivity", s]);
+    // Measured once, reused: the same types, so the same tensors bit for bit.
+    let (ra, rb) = (
+        pocket_formats::pocket::reader::PocketFile::open(&a).unwrap(),
+        pocket_formats::pocket::reader::PocketFile::open(&b).unwrap(),
+    );
+    let hashes = |p: &pocket_formats::pocket::reader::PocketFile| -> Vec<(String, String)> {
+        p.header
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.xxh3.clone()))
+            .collect()
+    };
+    assert_eq!(hashes(&ra), hashes(&rb));
+    // Another model's measurement is refused, naming the file.
+    let o = pocket(&[
+        "quantize",
+        fixture("llama-tiny").to_str().unwrap(),
+        "-o",
+        tmp.path().join("c.pocket").to_str().unwrap(),
+        "--bpw",
+        "6",
+        "--sensitivity",
+        s,
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("measured for another model") && err.contains("sens.json"),
+        "{err}"
+    );
+    // So is a file that is not one.
+    std::fs::write(&saved, b"{not json").unwrap();
+    let o = pocket(&[
+        "quantize",
+        src.to_str().unwrap(),
+        "-o",
+        b.to_str().unwrap(),
+        "--bpw",
+        "6",
+        "--sensitivity",
+        s,
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a --sensitivity file"));
+}
