@@ -10,6 +10,7 @@ use pocket_formats::gguf::GgmlType;
 use pocket_formats::mnn::write_mnn;
 use pocket_formats::model_file::ModelFile;
 use pocket_formats::pocket::reader::PocketFile;
+use pocket_formats::recipe::Recipe;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -89,9 +90,10 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
     // Re-quantizing a GGUF's blocks changes the model: say by how much, measured.
     // So does fitting a size: measured the same way.
     let requantized = args.quant.quant.is_some() && is_gguf(&args.input);
-    let drift = match requantized || fitted.is_some() {
-        true => Some(requantize_drift(&args.input, &args.output, args.json)?),
-        false => None,
+    let drift = if requantized || fitted.is_some() {
+        Some(requantize_drift(&args.input, &args.output, args.json)?)
+    } else {
+        None
     };
     if args.json {
         let mut v = serde_json::json!({"seconds": secs, "report": report});
@@ -133,6 +135,20 @@ fn is_gguf(p: &std::path::Path) -> bool {
         pocket_formats::sniff::sniff(p),
         Ok(pocket_formats::sniff::Kind::Gguf)
     )
+}
+
+/// The input as a temporary `.pocket` at `recipe`, quietly: the staging step of the GGUF and
+/// MNN exports, which write from a `.pocket`.
+fn stage_source(args: &ExportArgs, tmp: &std::path::Path, recipe: &Recipe) -> Result<()> {
+    convert(
+        &args.input,
+        tmp,
+        recipe,
+        &args.quant.calib_args(),
+        None,
+        true,
+    )?;
+    Ok(())
 }
 
 fn gguf(args: &ExportArgs) -> Result<ExitCode> {
@@ -200,14 +216,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             qat: pocket_formats::recipe::QatMode::Off,
             ..Default::default()
         };
-        convert(
-            &args.input,
-            &tmp,
-            &recipe,
-            &args.quant.calib_args(),
-            None,
-            true,
-        )?;
+        stage_source(args, &tmp, &recipe)?;
         tmp
     } else {
         args.input.clone()
@@ -307,14 +316,7 @@ fn mnn(args: &ExportArgs) -> Result<ExitCode> {
         // MNN takes our Q4: a GGUF's blocks are re-quantized, not kept.
         let mut recipe = args.quant.recipe(None)?;
         recipe.keep_source_blocks = false;
-        convert(
-            &args.input,
-            &tmp,
-            &recipe,
-            &args.quant.calib_args(),
-            None,
-            true,
-        )?;
+        stage_source(args, &tmp, &recipe)?;
         tmp
     };
     let source = ModelFile::open(&pocket)?;
