@@ -73,6 +73,22 @@ fn load_saved(path: &Path, targets: &[Target], calibration: &str, method: &str) 
                         && c.dtype.byte_size(t.rows, t.cols) == Some(c.bytes as usize)
                 })
         });
+    // A file from a pocket with other candidate types would silently narrow the choice.
+    let current = s.tensors.iter().zip(targets).all(|(m, t)| {
+        CANDIDATES
+            .iter()
+            .filter(|c| c.byte_size(t.rows, t.cols).is_some())
+            .all(|c| m.choices.iter().any(|m| m.dtype == *c))
+            && m.choices.iter().all(|m| CANDIDATES.contains(&m.dtype))
+    });
+    if same && !current {
+        bail!(
+            "{}: measured for other storage types than this pocket chooses from ({}); \
+             delete it or give another file",
+            path.display(),
+            CANDIDATES.map(|c| c.to_string()).join(", ")
+        );
+    }
     if !same {
         bail!(
             "{}: measured for another model (its weight matrices differ from this one's); \

@@ -26,18 +26,35 @@ pub fn calibration(
     calib: &CalibArgs,
     quiet: bool,
 ) -> Result<Option<(pocket_formats::convert::Importance, CalibrationInfo)>> {
+    Ok(calibration_with(input, calib, false, quiet)?.map(|(i, _, info)| (i, info)))
+}
+
+/// [`calibration`], with GPTQ's compensation factors too when `gptq`.
+pub fn calibration_with(
+    input: &Path,
+    calib: &CalibArgs,
+    gptq: bool,
+    quiet: bool,
+) -> Result<
+    Option<(
+        pocket_formats::convert::Importance,
+        pocket_formats::convert::Compensations,
+        CalibrationInfo,
+    )>,
+> {
     let Some((text, origin)) = calib_text(calib)? else {
         return Ok(None);
     };
     let (model, _) = crate::settings::open_model(input, crate::settings::load_options(true)?)?;
     let ticker = Ticker::new(quiet, "calibrating");
-    let c = calibrate(&model, &text, calib.tokens, 256, &|done, total| {
+    let c = calibrate(&model, &text, calib.tokens, 256, gptq, &|done, total| {
         ticker.tick(done as u64, total as u64, "tokens");
     })
     .with_context(|| format!("calibrating on {origin}"))?;
     ticker.finish();
     Ok(Some((
         c.importance,
+        c.compensation,
         CalibrationInfo {
             text: origin,
             tokens: c.tokens,
@@ -107,16 +124,25 @@ pub fn convert(
     recipe.keep_source_blocks &= source.is_gguf();
     // A GGUF whose blocks are all kept has nothing to search.
     let kept = recipe.keep_source_blocks && source.is_gguf() && !crate::settings::has_lora();
-    let importance = if recipe.searches_q4() && !qat_source && !kept {
-        match calibration(input, calib, quiet)? {
-            Some((importance, info)) => {
+    if recipe.gptq && (qat_source || kept) {
+        anyhow::bail!(
+            "--gptq re-quantizes from full-precision weights; {} keeps its quantized blocks (give --quant for a GGUF, or export from the full-precision checkpoint)",
+            input.display()
+        );
+    }
+    if recipe.gptq && calib.calib == "none" {
+        anyhow::bail!("--gptq compensates over the calibration activations: give --calib builtin or a text file, not none");
+    }
+    let (importance, compensation) = if recipe.searches_q4() && !qat_source && !kept {
+        match calibration_with(input, calib, recipe.gptq, quiet)? {
+            Some((importance, comp, info)) => {
                 recipe.calibration = Some(info);
-                Some(importance)
+                (Some(importance), Some(comp))
             }
-            None => None,
+            None => (None, None),
         }
     } else {
-        None
+        (None, None)
     };
     let fitted = match budget {
         Some(b) => {
@@ -157,6 +183,7 @@ pub fn convert(
         &source,
         recipe,
         importance.as_ref(),
+        compensation.as_ref(),
         edits,
         output,
         &progress,

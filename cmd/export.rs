@@ -46,10 +46,10 @@ pub struct ExportArgs {
     /// Output file
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl,
+    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl,
     /// with q4 meaning q4_1, or q4_0 with --sym; the 4-bit types take the calibrated scale
-    /// search, as a .pocket does: our search for Q4_0/Q4_1, llama-quantize's weighted by the
-    /// calibration activations for IQ4_NL), or mnn (a directory MNN 3.6 loads: Q4 weights copied
+    /// search, as a .pocket does: our search for Q4_0/Q4_1/Q5_0/Q5_1, llama-quantize's for
+    /// IQ4_NL, weighted by the calibration activations), or mnn (a directory MNN 3.6 loads: Q4 weights copied
     /// from a .pocket, or exported with the Q4 recipe first)
     #[arg(long, default_value = "pocket", value_parser = ["pocket", "gguf", "mnn"])]
     pub format: String,
@@ -160,11 +160,22 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         ("q4_0", _) | ("q4", true) => GgmlType::Q4_0,
         ("q4_1", _) | ("q4", false) => GgmlType::Q4_1,
         ("iq4_nl", _) => GgmlType::IQ4NL,
+        ("q5_0", _) => GgmlType::Q5_0,
+        ("q5_1", _) => GgmlType::Q5_1,
         (other, _) => {
-            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl)")
+            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)")
         }
     };
     // Flags a GGUF export cannot honour are refused rather than ignored.
+    if args.quant.gptq && PocketFile::sniff(&args.input) {
+        bail!("--gptq re-quantizes from full-precision weights; {} is a .pocket, already quantized: export from its source checkpoint", args.input.display());
+    }
+    if args.quant.gptq && !matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) {
+        bail!(
+            "--gptq applies to the GGUF export's Q4_0 and Q4_1 (and to .pocket files), not {}",
+            ty.name()
+        );
+    }
     if args.quant.block != 64 {
         bail!("--block applies to .pocket Q4; GGUF's 4-bit types have blocks of 32 (--quant q4_0|q4_1)");
     }
@@ -214,6 +225,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             // Every weight from its values: a QAT layer's own grid (block 128, say) would not
             // carry into a GGUF block of 32.
             qat: pocket_formats::recipe::QatMode::Off,
+            gptq: args.quant.gptq,
             ..Default::default()
         };
         stage_source(args, &tmp, &recipe)?;
@@ -221,9 +233,10 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     } else {
         args.input.clone()
     };
-    // IQ4_NL's scale search weighs each weight by its column's activations, as
-    // llama-quantize does with an imatrix.
-    let importance = match ty == GgmlType::IQ4NL && !PocketFile::sniff(&args.input) {
+    // IQ4_NL's and the 5-bit types' scale searches weigh each weight by its column's
+    // activations, as llama-quantize does with an imatrix.
+    let weighted = matches!(ty, GgmlType::IQ4NL | GgmlType::Q5_0 | GgmlType::Q5_1);
+    let importance = match weighted && !PocketFile::sniff(&args.input) {
         true => crate::convert::calibration(&args.input, &args.quant.calib_args(), args.json)?
             .map(|(i, _)| i),
         false => None,

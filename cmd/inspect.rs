@@ -445,11 +445,15 @@ fn recipe_text(recipe: &serde_json::Value) -> String {
                 its dense tensors as they were"
             .into();
     }
+    // `search + GPTQ` when the weights took error compensation (`--gptq`).
+    let method = match recipe.get("gptq").and_then(|v| v.as_bool()) {
+        Some(true) => format!("{} + GPTQ", field("method")),
+        _ => field("method").to_string(),
+    };
     let mut s = format!(
-        "linear {}, embedding {}, method {}, QAT {}",
+        "linear {}, embedding {}, method {method}, QAT {}",
         field("linear"),
         field("embed"),
-        field("method"),
         field("qat")
     );
     if let Some(b) = recipe.get("budget") {
@@ -466,12 +470,11 @@ fn recipe_text(recipe: &serde_json::Value) -> String {
         let list: Vec<String> = counts.iter().map(|(t, c)| format!("{c} {t}")).collect();
         return format!(
             "size budget {:.2} MB: each weight matrix's type chosen by its measured effect on the \
-             output ({} calibration tokens, predicted KL {:.4}): {}; method {}",
+             output ({} calibration tokens, predicted KL {:.4}): {}; method {method}",
             b["target_bytes"].as_f64().unwrap_or(0.0) / 1e6,
             b["tokens"].as_u64().unwrap_or(0),
             b["predicted_kl"].as_f64().unwrap_or(f64::NAN),
             list.join(", "),
-            field("method")
         );
     }
     if overrides > 0 {

@@ -9,14 +9,22 @@ use pocket_formats::recipe::{QatMode, Recipe};
 #[derive(Args, Clone)]
 pub struct QuantArgs {
     /// Storage for linear layers (and, unless --embed says otherwise, the embedding/head):
-    /// q4, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores the embedding as
-    /// symmetric block-32 Q4: the same 4.5 bits per weight, measured more accurate there
+    /// q4, q5_0, q5_1, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores the
+    /// embedding as symmetric block-32 Q4: the same 4.5 bits per weight, measured more accurate
+    /// there. q5_0/q5_1 are ggml's 5-bit types (5.5 and 6 bits per weight), written with the
+    /// calibrated search
     ///
     /// A GGUF source keeps its quantized blocks bit for bit unless --quant is given (then
     /// every weight is re-quantized from its dequantized values, and the report says what
     /// that cost)
     #[arg(long, value_name = "TYPE (default q4)")]
     pub quant: Option<String>,
+    /// Q4 and 5-bit weights take GPTQ's error compensation: each column's rounding is absorbed
+    /// by the columns after it, over the calibration activations (needs --calib; a long text,
+    /// e.g. --calib-tokens 32768, helps most; the tied embedding keeps the search alone).
+    /// Costs export time and memory: one cols² matrix per layer input
+    #[arg(long)]
+    pub gptq: bool,
     /// Q4 block length along a row: 32, 64 or 128
     #[arg(long, default_value_t = 64)]
     pub block: usize,
@@ -35,9 +43,9 @@ pub struct QuantArgs {
     #[arg(long)]
     pub allow_nonfinite: bool,
     /// Fit the .pocket into this size (e.g. 173MB, 180MiB, 0.2GB): every weight matrix gets
-    /// the storage type (Q4 blocks 32/64/128, symmetric or not, or Q8) that loses least for its
-    /// bytes, by each tensor's measured effect on the model's output over the calibration text.
-    /// Costs one forward pass per weight matrix (minutes on a 0.5B model)
+    /// the storage type (Q4 blocks 32/64/128, symmetric or not, q5_0, q5_1 or Q8) that loses
+    /// least for its bytes, by each tensor's measured effect on the model's output over the
+    /// calibration text. Costs one forward pass per weight matrix (minutes on a 0.5B model)
     #[arg(long, value_name = "SIZE", conflicts_with = "bpw")]
     pub size: Option<String>,
     /// Like --size, in bits per parameter of the whole file (e.g. 4.8; the default Q4 is about
@@ -174,6 +182,7 @@ impl QuantArgs {
             keep_source_blocks: self.quant.is_none() && self.size.is_none() && self.bpw.is_none(),
             embed: pocket_formats::recipe::default_embed(linear),
             allow_nonfinite: self.allow_nonfinite,
+            gptq: self.gptq,
             ..Recipe::default()
         };
         if let Some(x) = extra {

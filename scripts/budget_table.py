@@ -8,13 +8,16 @@ For each llama.cpp type (every tensor at that type, the embedding and output inc
 score every build by its KL divergence from the source over GSM8K test tokens in one engine,
 pocket's f32 path (`eval ppl --baseline SOURCE --activations f32 --kv f32`).
 Usage: budget_table.py POCKET_BIN LLAMA_BIN_DIR SOURCE.gguf CALIB.txt SCORE.txt OUT_DIR [TYPES...]
+Environment: CALIB_TOKENS (default 2048: calibration tokens for both llama-imatrix and pocket),
+POCKET_EXPORT_ARGS (more flags for pocket's export, e.g. --gptq).
 """
 import json
 import os
 import subprocess
 import sys
 
-CALIB_TOKENS = 2048
+CALIB_TOKENS = int(os.environ.get("CALIB_TOKENS", "2048"))
+EXTRA = os.environ.get("POCKET_EXPORT_ARGS", "").split()
 SCORE_TOKENS = 4096
 
 
@@ -62,7 +65,7 @@ def main():
             # Each tensor's effect is measured once per source and reused for every size.
             run(pocket, "export", source, "-o", pk, "--size", f"{size}B", "--calib", calib,
                 "--calib-tokens", CALIB_TOKENS, "--sensitivity",
-                os.path.join(out, "sensitivity.json"), "--json", stdout=subprocess.DEVNULL)
+                os.path.join(out, "sensitivity.json"), "--json", *EXTRA, stdout=subprocess.DEVNULL)
         if params is None:
             info = json.loads(run(pocket, "inspect", pk, "--json", capture_output=True,
                                   text=True).stdout)

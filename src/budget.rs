@@ -15,12 +15,14 @@ use crate::Error;
 use pocket_formats::budget::{roundtrip, weighted_error, Choice, TensorChoices};
 use pocket_formats::bytes::ByteView;
 use pocket_formats::convert::Importance;
+use pocket_formats::gguf::GgmlType;
 use pocket_formats::quant::search::Method;
 use pocket_formats::quant::QuantType;
 
 /// The storage types the search chooses from by default: everything the kernels run fast,
-/// from 4.125 to 8.25 bits per weight.
-pub const CANDIDATES: [QuantType; 7] = [
+/// from 4.125 to 8.25 bits per weight (ggml's Q5_0 and Q5_1, at 5.5 and 6, run on the packed
+/// Q4 kernels with a fifth-bit plane).
+pub const CANDIDATES: [QuantType; 9] = [
     QuantType::Q4 {
         block: 128,
         sym: true,
@@ -45,6 +47,8 @@ pub const CANDIDATES: [QuantType; 7] = [
         block: 32,
         sym: false,
     },
+    QuantType::Ggml(GgmlType::Q5_0),
+    QuantType::Ggml(GgmlType::Q5_1),
     QuantType::Q8 { block: 64 },
 ];
 

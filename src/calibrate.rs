@@ -53,11 +53,16 @@ fn width(m: &LoadedModel, site: Site) -> usize {
 struct Collector<'a> {
     sums: &'a mut SquareSums,
     widths: [usize; 5],
+    /// The whole `Σ xᵀx` too, for GPTQ (`--gptq`).
+    grams: Option<&'a mut crate::gram::GramSums>,
 }
 
 impl Observer for Collector<'_> {
     fn observe(&mut self, layer: usize, site: Site, rows: &[f32]) {
         let w = self.widths[key(site) as usize];
+        if let Some(g) = self.grams.as_deref_mut() {
+            g.add(layer, key(site), w, rows);
+        }
         let (acc, n) = self
             .sums
             .sums
@@ -123,16 +128,21 @@ fn dialogues(text: &str) -> Vec<(String, String)> {
 pub struct Calibration {
     /// Mean squared activation per input column, by weight name.
     pub importance: HashMap<String, Vec<f32>>,
+    /// GPTQ's compensation per weight name, when asked for (weights sharing an input share
+    /// one).
+    pub compensation: HashMap<String, std::sync::Arc<pocket_formats::quant::gptq::Compensation>>,
     pub tokens: usize,
 }
 
 /// Runs the model over `text` in chunks of at most `chunk` tokens (each chunk a fresh context,
-/// starting with the tokenizer's special prefix) up to `max_tokens` tokens in all.
+/// starting with the tokenizer's special prefix) up to `max_tokens` tokens in all; with
+/// `gptq`, also each input's Gram matrix, factored for GPTQ.
 pub fn calibrate(
     m: &LoadedModel,
     text: &str,
     max_tokens: usize,
     chunk: usize,
+    gptq: bool,
     progress: &dyn Fn(usize, usize),
 ) -> Result<Calibration, Error> {
     let ids = calibration_tokens(m, text, max_tokens)?;
@@ -141,12 +151,14 @@ pub fn calibrate(
         sums: HashMap::new(),
     };
     let widths = SITES.map(|s| width(m, s));
+    let mut grams = gptq.then(crate::gram::GramSums::default);
     let mut done = 0;
     for part in ids.chunks(chunk) {
         let mut state = m.model.new_state(part.len());
         let mut c = Collector {
             sums: &mut sums,
             widths,
+            grams: grams.as_mut(),
         };
         m.model.forward_batch_observed(
             &mut state,
@@ -166,8 +178,13 @@ pub fn calibrate(
             importance.insert(name, mean.clone());
         }
     }
+    let compensation = match grams {
+        Some(g) => g.compensations(|k| SITES[k as usize], tied),
+        None => HashMap::new(),
+    };
     Ok(Calibration {
         importance,
+        compensation,
         tokens: ids.len(),
     })
 }

@@ -18,6 +18,7 @@ pub mod constrain;
 pub mod decide;
 pub mod error;
 pub mod generate;
+pub mod gram;
 pub mod kernels;
 pub mod kv_cache;
 pub mod loader;

@@ -50,6 +50,10 @@ pub type Progress<'a> = &'a (dyn Fn(u64, u64, &str) + Sync);
 /// running the model on calibration text).
 pub type Importance = std::collections::HashMap<String, Vec<f32>>;
 
+/// GPTQ's compensation for each weight it applies to, by tensor name (`--gptq`).
+pub type Compensations =
+    std::collections::HashMap<String, std::sync::Arc<crate::quant::gptq::Compensation>>;
+
 /// Values added to tensors before they are stored (a LoRA adapter merged at export: `s·B·A`),
 /// computed one tensor at a time. An edited tensor is always encoded from f32, never copied.
 pub trait Edits: Sync {
@@ -202,6 +206,7 @@ pub fn write_pocket(
     source: &ModelFile,
     recipe: &Recipe,
     importance: Option<&Importance>,
+    compensation: Option<&Compensations>,
     edits: Option<&dyn Edits>,
     dest: &Path,
     progress: Progress,
@@ -233,6 +238,7 @@ pub fn write_pocket(
                 source,
                 recipe,
                 importance,
+                compensation,
                 edits,
                 &t.name,
                 if edited { None } else { t.stored },
@@ -289,6 +295,7 @@ fn encode_tensor(
     source: &ModelFile,
     recipe: &Recipe,
     importance: Option<&Importance>,
+    compensation: Option<&Compensations>,
     edits: Option<&dyn Edits>,
     name: &str,
     stored: Option<QuantType>,
@@ -336,14 +343,44 @@ fn encode_tensor(
     crate::finite::check(source, name, &values, recipe.allow_nonfinite)?;
     let mut bytes = Vec::new();
     let stats = match dtype {
+        QuantType::Ggml(t)
+            if crate::gguf::quantize::ENCODED.contains(&t)
+                && cols % t.block().0 == 0
+                && shape.len() == 2 =>
+        {
+            let imp = importance
+                .and_then(|m| m.get(name))
+                .map(|v| v.as_slice())
+                .filter(|v| v.len() == cols && recipe.method != Method::Rtn);
+            match compensation
+                .filter(|_| recipe.gptq)
+                .and_then(|m| m.get(name))
+            {
+                Some(c) => crate::gguf::quantize::quantize_compensated(
+                    t, &values, cols, imp, c, &mut bytes,
+                ),
+                None => crate::gguf::quantize::quantize_weighted(t, &values, cols, imp, &mut bytes),
+            }
+            let mut back = vec![0.0; values.len()];
+            crate::gguf::ggml::dequantize(t, &bytes, &mut back);
+            ErrorStats::of(&values, &back)
+        }
         QuantType::Ggml(t) => {
             return Err(FormatError::BadTensor {
                 path: source.path().to_path_buf(),
                 name: name.into(),
-                reason: format!(
-                    "pocket does not encode {} blocks; they are only carried from a GGUF",
-                    t.name()
-                ),
+                reason: if crate::gguf::quantize::ENCODED.contains(&t) {
+                    format!(
+                        "{} blocks hold matrices whose rows are a whole number of {} values; this is {shape:?}",
+                        t.name(),
+                        t.block().0
+                    )
+                } else {
+                    format!(
+                        "pocket does not encode {} blocks; they are only carried from a GGUF (it writes ggml_q8_0, ggml_q4_0, ggml_q4_1, ggml_q5_0, ggml_q5_1)",
+                        t.name()
+                    )
+                },
             })
         }
         QuantType::F32 => {
@@ -380,6 +417,10 @@ fn encode_tensor(
                         .and_then(|m| m.get(name))
                         .map(|v| v.as_slice())
                         .filter(|v| v.len() == cols && recipe.method != Method::Rtn),
+                    compensation: compensation
+                        .filter(|_| recipe.gptq)
+                        .and_then(|m| m.get(name))
+                        .map(|c| &**c),
                 },
             );
             let blocks = rows * cols / block;
@@ -455,7 +496,7 @@ mod tests {
         };
         for (i, recipe) in [Recipe::default(), mixed].iter().enumerate() {
             let out = tmp.path().join(format!("{i}.pocket"));
-            let r = write_pocket(&source, recipe, None, None, &out, &|_, _, _| {}).unwrap();
+            let r = write_pocket(&source, recipe, None, None, None, &out, &|_, _, _| {}).unwrap();
             assert_eq!(
                 planned_file_bytes(&source, recipe).unwrap(),
                 r.file_bytes,

@@ -43,6 +43,10 @@ pub struct Recipe {
     /// `overrides`, one exact tensor name each.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetInfo>,
+    /// Q4 weights take GPTQ's error compensation over the calibration activations
+    /// (`quant::gptq`, `--gptq`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gptq: bool,
 }
 
 /// How a size-budget choice was made (`pocket export --size`), recorded in the file.
@@ -107,19 +111,27 @@ impl Default for Recipe {
             calibration: None,
             allow_nonfinite: false,
             budget: None,
+            gptq: false,
         }
     }
 }
 
 impl Recipe {
-    /// Whether any tensor may be searched as Q4 (so calibration can help).
+    /// Whether any tensor may be searched as Q4 or ggml's 5-bit types (so calibration can
+    /// help).
     pub fn searches_q4(&self) -> bool {
+        use crate::gguf::GgmlType;
         self.method == Method::Search
             && self.qat != QatMode::Strict
             && [self.linear, self.embed]
                 .iter()
                 .chain(self.overrides.iter().map(|(_, t)| t))
-                .any(|t| matches!(t, QuantType::Q4 { .. }))
+                .any(|t| {
+                    matches!(
+                        t,
+                        QuantType::Q4 { .. } | QuantType::Ggml(GgmlType::Q5_0 | GgmlType::Q5_1)
+                    )
+                })
     }
 
     /// The storage type for a tensor and, if the wanted type does not fit its shape, a note

@@ -298,6 +298,7 @@ pub(crate) mod testutil {
                         method: Method::Rtn,
                         grid: false,
                         importance: None,
+                        compensation: None,
                     };
                     let bytes = codec::quantize(&v, rows, cols, opt).bytes;
                     f(rng, rows, cols, block, sym, &bytes);

@@ -528,6 +528,7 @@ mod tests {
                 method: Method::Rtn,
                 grid: false,
                 importance: None,
+                compensation: None,
             };
             q4::quantize(&w, rows, cols, opt).bytes
         };

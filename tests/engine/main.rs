@@ -8,6 +8,7 @@ mod common;
 
 mod batch_generation;
 mod chat_session;
+mod gptq;
 mod long_context;
 mod pocket_format;
 mod real_model;

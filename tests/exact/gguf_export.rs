@@ -255,14 +255,15 @@ fn gemma3_exports_what_llamacpp_runs_and_refuses_what_it_cannot() {
     }
 }
 
-/// A 4-bit GGUF export from a checkpoint takes the calibrated search (through a temporary
-/// `.pocket` whose blocks carry over whole), names the model after its input, leaves no
-/// temporary behind, and writes IQ4_NL that decodes close to the source.
+/// A 4- or 5-bit GGUF export from a checkpoint takes the calibrated search (Q4_0/Q4_1 through
+/// a temporary `.pocket` whose blocks carry over whole), names the model after its input,
+/// leaves no temporary behind, and writes IQ4_NL, Q5_0 and Q5_1 that decode close to the
+/// source, the 5-bit types closer than the 4-bit ones.
 #[test]
-fn four_bit_gguf_exports_take_the_calibrated_search() {
+fn four_and_five_bit_gguf_exports_take_the_calibrated_search() {
     let tmp = tempfile::tempdir().unwrap();
     let src = root().join("fixtures/tiny/qwen3-tiny");
-    for quant in ["q4_0", "q4_1", "iq4_nl"] {
+    for quant in ["q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"] {
         let out = tmp.path().join(format!("{quant}.gguf"));
         let report = pocket(&[
             "export",
@@ -284,7 +285,16 @@ fn four_bit_gguf_exports_take_the_calibrated_search() {
             .iter()
             .map(|t| t["inexact_blocks"].as_u64().unwrap())
             .sum();
-        if quant == "iq4_nl" {
+        let up = tensors
+            .iter()
+            .find(|t| t["name"] == "blk.0.ffn_up.weight")
+            .expect("the up projection is written");
+        assert_eq!(
+            up["ty"],
+            quant.to_uppercase(),
+            "{quant}: the matrices' type"
+        );
+        if quant != "q4_0" && quant != "q4_1" {
             assert_eq!(carried, 0);
         } else {
             assert!(
@@ -313,8 +323,10 @@ fn four_bit_gguf_exports_take_the_calibrated_search() {
         let (a, b) = (gm.read_f32(name).unwrap(), sm.read_f32(name).unwrap());
         let rms = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32).sqrt();
         let err: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x - y).collect();
+        // A 4-bit step is about a fifteenth of a block's range, a 5-bit one a thirty-first.
+        let bound = if quant.starts_with("q5") { 0.06 } else { 0.15 };
         assert!(
-            rms(&err) < 0.15 * rms(&b),
+            rms(&err) < bound * rms(&b),
             "{quant}: {} vs {}",
             rms(&err),
             rms(&b)

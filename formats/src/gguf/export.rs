@@ -69,6 +69,8 @@ fn file_type(t: GgmlType) -> u32 {
         GgmlType::Q4_0 => 2,
         GgmlType::Q4_1 => 3,
         GgmlType::Q8_0 => 7,
+        GgmlType::Q5_0 => 8,
+        GgmlType::Q5_1 => 9,
         GgmlType::IQ4NL => 25,
         GgmlType::BF16 => 32,
         _ => 0,
@@ -477,7 +479,12 @@ pub fn write_gguf(
         };
         let block_type = matches!(
             quant,
-            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL
+            GgmlType::Q8_0
+                | GgmlType::Q4_0
+                | GgmlType::Q4_1
+                | GgmlType::IQ4NL
+                | GgmlType::Q5_0
+                | GgmlType::Q5_1
         );
         let ty = if t.shape.len() == 1 {
             GgmlType::F32
@@ -490,11 +497,14 @@ pub fn write_gguf(
             // Already 4-bit (a .pocket source): the ggml type that holds its blocks exactly,
             // e.g. the default recipe's symmetric block-32 embedding as Q4_0 in a Q4_1 file.
             exact
-        } else if matches!(quant, GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL)
-            && is_embedding_or_head(&t.name)
+        } else if matches!(
+            quant,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL | GgmlType::Q5_0 | GgmlType::Q5_1
+        ) && is_embedding_or_head(&t.name)
             && !t.stored.is_some_and(|q| matches!(q, QuantType::Q4 { .. }))
         {
-            // As llama.cpp's quantizer does for its 4-bit types: the embedding/head stays 8-bit
+            // As llama.cpp's quantizer does for its 4- and 5-bit types (Q6_K where rows are a
+            // multiple of 256, which ours are not always): the embedding/head stays 8-bit
             // (unless it is already 4-bit in the source: then it is carried over as it is).
             GgmlType::Q8_0
         } else {

@@ -7,6 +7,7 @@ pub mod ggml;
 pub mod import;
 pub mod model;
 pub mod quantize;
+mod quantize5;
 pub mod reader;
 pub mod tokenizer;
 pub mod writer;

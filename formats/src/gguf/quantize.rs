@@ -2,10 +2,20 @@
 //! `quantize_row_*_ref` in ggml-quants.c define them, so llama.cpp reads back what it would
 //! have written itself; and IQ4_NL as llama-quantize makes it (`quantize_iq4_nl`: a scale
 //! search over 15 candidates per block, errors weighted by an importance per column when
-//! the export is calibrated, llama.cpp's imatrix weighting).
+//! the export is calibrated, llama.cpp's imatrix weighting); Q5_0 and Q5_1 with our own
+//! weighted search (`quantize5`).
 
 use super::ggml::{GgmlType, IQ4NL_VALUES};
 use half::f16;
+
+/// The block types pocket writes, from any source (the others are only carried from a GGUF).
+pub const ENCODED: [GgmlType; 5] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+];
 
 /// Encodes `x` (a whole number of rows; length a multiple of 32 for block types).
 pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) {
@@ -23,12 +33,19 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) {
         GgmlType::Q4_0 => x.chunks_exact(32).for_each(|b| q4_0(b, out)),
         GgmlType::Q4_1 => x.chunks_exact(32).for_each(|b| q4_1(b, out)),
         GgmlType::IQ4NL => x.chunks_exact(32).for_each(|b| iq4_nl(b, None, out)),
+        GgmlType::Q5_0 => x
+            .chunks_exact(32)
+            .for_each(|b| super::quantize5::q5_0(b, None, out)),
+        GgmlType::Q5_1 => x
+            .chunks_exact(32)
+            .for_each(|b| super::quantize5::q5_1(b, None, out)),
         other => unreachable!("no exporter for {}", other.name()),
     }
 }
 
 /// [`quantize`] for rows of `cols` values, the error of each weight counted by its column's
-/// `importance` (mean squared activation) where the type's search uses one (IQ4_NL).
+/// `importance` (mean squared activation) where the type's search uses one (IQ4_NL, Q5_0,
+/// Q5_1).
 pub fn quantize_weighted(
     ty: GgmlType,
     x: &[f32],
@@ -38,15 +55,22 @@ pub fn quantize_weighted(
 ) {
     match (ty, importance) {
         // The search is the slow part of an export: rows in parallel, joined in order.
-        (GgmlType::IQ4NL, imp) if cols % 32 == 0 && cols > 0 => {
+        (GgmlType::IQ4NL | GgmlType::Q5_0 | GgmlType::Q5_1, imp)
+            if cols.is_multiple_of(32) && cols > 0 =>
+        {
             use rayon::prelude::*;
             let imp = imp.filter(|i| i.len() == cols);
+            let block: fn(&[f32], Option<&[f32]>, &mut Vec<u8>) = match ty {
+                GgmlType::IQ4NL => iq4_nl,
+                GgmlType::Q5_0 => super::quantize5::q5_0,
+                _ => super::quantize5::q5_1,
+            };
             let rows: Vec<Vec<u8>> = x
                 .par_chunks_exact(cols)
                 .map(|row| {
-                    let mut o = Vec::with_capacity(cols / 32 * 18);
+                    let mut o = Vec::with_capacity(cols / 32 * ty.block().1);
                     for (c, b) in row.chunks_exact(32).enumerate() {
-                        iq4_nl(b, imp.map(|w| &w[c * 32..(c + 1) * 32]), &mut o);
+                        block(b, imp.map(|w| &w[c * 32..(c + 1) * 32]), &mut o);
                     }
                     o
                 })
@@ -55,6 +79,45 @@ pub fn quantize_weighted(
         }
         _ => quantize(ty, x, out),
     }
+}
+
+/// [`quantize_weighted`] for the 5-bit types with GPTQ's error compensation
+/// (`quant::gptq`): rows in tiles, each block's parameters searched on the row as the
+/// compensation has left it.
+pub fn quantize_compensated(
+    ty: GgmlType,
+    x: &[f32],
+    cols: usize,
+    importance: Option<&[f32]>,
+    comp: &crate::quant::gptq::Compensation,
+    out: &mut Vec<u8>,
+) {
+    use crate::quant::gptq::{quantize_tile, TILE};
+    use rayon::prelude::*;
+    let sym = match ty {
+        GgmlType::Q5_0 => true,
+        GgmlType::Q5_1 => false,
+        _ => return quantize_weighted(ty, x, cols, importance, out),
+    };
+    if comp.cols != cols || !cols.is_multiple_of(32) || cols == 0 {
+        return quantize_weighted(ty, x, cols, importance, out);
+    }
+    let imp = importance.filter(|i| i.len() == cols);
+    let tiles: Vec<Vec<u8>> = x
+        .par_chunks(TILE * cols)
+        .map(|tile| {
+            let mut work: Vec<Vec<f32>> = tile.chunks_exact(cols).map(|r| r.to_vec()).collect();
+            let mut rows: Vec<Vec<u8>> = vec![Vec::new(); work.len()];
+            let choose = |_: usize, b: usize, v: &[f32]| {
+                super::quantize5::params(sym, v, imp.map(|w| &w[b * 32..(b + 1) * 32]))
+            };
+            quantize_tile(comp, &mut work, 32, &choose, &mut |t, _, p, codes| {
+                super::quantize5::write_block(p, codes, &mut rows[t])
+            });
+            rows.concat()
+        })
+        .collect();
+    tiles.iter().for_each(|t| out.extend_from_slice(t));
 }
 
 /// The nearest of the ascending `values` to `x` (ggml's `best_index_int8`).

@@ -7,6 +7,7 @@
 //! package can later be written by copying.
 
 pub mod dense;
+pub mod gptq;
 pub mod params;
 pub mod q4;
 pub mod q8;
@@ -115,17 +116,20 @@ impl fmt::Display for QuantType {
 impl FromStr for QuantType {
     type Err = String;
 
-    /// Canonical names (`q4a_b64`, `q4s_b32`, `q8_b64`, `f16`, …) and the short forms `q4`
-    /// (asymmetric, block 64) and `q8`.
+    /// Canonical names (`q4a_b64`, `q4s_b32`, `q8_b64`, `f16`, `ggml_q5_0`, …) and the short
+    /// forms `q4` (asymmetric, block 64), `q8`, `q5_0` and `q5_1`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || {
-            format!("unknown storage type `{s}` (f32, f16, bf16, q8, q4, q4a_b32|64|128, q4s_b32|64|128)")
+            format!("unknown storage type `{s}` (f32, f16, bf16, q8, q4, q4a_b32|64|128, q4s_b32|64|128, q5_0, q5_1)")
         };
         Ok(match s {
             "f32" => QuantType::F32,
             "f16" => QuantType::F16,
             "bf16" => QuantType::BF16,
             "q8" | "q8_b64" => QuantType::Q8 { block: Q8_BLOCK },
+            // ggml's 5-bit types, which pocket writes with its calibrated search.
+            "q5_0" => QuantType::Ggml(GgmlType::Q5_0),
+            "q5_1" => QuantType::Ggml(GgmlType::Q5_1),
             "q4" => QuantType::Q4 {
                 block: 64,
                 sym: false,

@@ -106,6 +106,8 @@ pub struct Options<'a> {
     pub grid: bool,
     /// Mean squared activation per input column (`cols` values), from calibration.
     pub importance: Option<&'a [f32]>,
+    /// Error compensation over the calibration activations (GPTQ, `super::gptq`).
+    pub compensation: Option<&'a super::gptq::Compensation>,
 }
 
 /// Quantizes a `[rows, cols]` matrix (rows in parallel). `cols` must be a multiple of `block`.
@@ -116,9 +118,15 @@ pub fn quantize(values: &[f32], rows: usize, cols: usize, opt: Options) -> Quant
         method,
         grid,
         importance,
+        compensation,
     } = opt;
     assert!(cols % block == 0 && block % 2 == 0 && block <= 128 && values.len() == rows * cols);
     assert!(importance.is_none_or(|a| a.len() == cols));
+    // Compensation moves weights off any grid they were on: a QAT source is never calibrated,
+    // so `grid` (on by default) has nothing to find here.
+    if let Some(c) = compensation.filter(|c| c.cols == cols) {
+        return compensated(values, rows, cols, block, sym, method, importance, c);
+    }
     let nb = cols / block;
     let pb = param_bytes(sym);
     let mut codes = vec![0u8; rows * cols / 2];
@@ -175,6 +183,62 @@ pub fn quantize(values: &[f32], rows: usize, cols: usize, opt: Options) -> Quant
 }
 
 /// Stores blocks whose codes and parameters are already known (QAT import): exact, no search.
+/// [`quantize`] with GPTQ's error compensation: rows in tiles, each block's parameters from
+/// the search on the row as compensation has left it, the error measured against the input.
+#[allow(clippy::too_many_arguments)]
+fn compensated(
+    values: &[f32],
+    rows: usize,
+    cols: usize,
+    block: usize,
+    sym: bool,
+    method: Method,
+    importance: Option<&[f32]>,
+    comp: &super::gptq::Compensation,
+) -> Quantized {
+    use super::gptq::{quantize_tile, TILE};
+    let (nb, pb) = (cols / block, param_bytes(sym));
+    let mut codes = vec![0u8; rows * cols / 2];
+    let mut params = vec![0u8; rows * nb * pb];
+    let stats: Vec<ErrorStats> = codes
+        .par_chunks_mut(TILE * cols / 2)
+        .zip(params.par_chunks_mut(TILE * nb * pb))
+        .zip(values.par_chunks(TILE * cols))
+        .map(|((ctile, ptile), vtile)| {
+            let mut work: Vec<Vec<f32>> = vtile.chunks_exact(cols).map(|r| r.to_vec()).collect();
+            let mut st = ErrorStats::default();
+            let choose = |_: usize, b: usize, x: &[f32]| -> BlockParams {
+                let imp = importance.map(|a| &a[b * block..(b + 1) * block]);
+                search::q4_params(x, sym, method, imp)
+            };
+            quantize_tile(comp, &mut work, block, &choose, &mut |t, b, p, q| {
+                pack_codes(q, &mut ctile[t * cols / 2 + b * block / 2..][..block / 2]);
+                write_params(p, sym, &mut ptile[(t * nb + b) * pb..][..pb]);
+                let c = p.widen();
+                let x = &vtile[t * cols + b * block..][..block];
+                for (&v, &code) in x.iter().zip(q) {
+                    let e = (c.decode(code) - v) as f64;
+                    st.sum_sq_err += e * e;
+                    st.sum_sq += v as f64 * v as f64;
+                    st.max_abs = st.max_abs.max(e.abs());
+                }
+            });
+            st
+        })
+        .collect();
+    let mut error = ErrorStats::default();
+    for st in &stats {
+        error.merge(st);
+    }
+    codes.extend_from_slice(&params);
+    Quantized {
+        bytes: codes,
+        error,
+        grid_blocks: 0,
+        off_grid: Vec::new(),
+    }
+}
+
 pub fn pack_exact(
     rows: usize,
     cols: usize,
@@ -239,6 +303,40 @@ mod tests {
             .collect()
     }
 
+    /// The compensated path lays out codes and parameters as the plain one: with uncorrelated
+    /// inputs (a diagonal Gram matrix) nothing moves, so every byte and the error agree, for
+    /// every block, both modes, with and without importance, on rows not a multiple of the
+    /// tile.
+    #[test]
+    fn compensation_over_uncorrelated_inputs_changes_no_byte() {
+        let (rows, cols) = (13, 256);
+        let mut h = vec![0f64; cols * cols];
+        for i in 0..cols {
+            h[i * cols + i] = 0.5 + (i % 7) as f64;
+        }
+        let c = super::super::gptq::Compensation::from_gram(&h, cols, 100_000).unwrap();
+        let imp: Vec<f32> = (0..cols).map(|i| 1.0 + (i % 5) as f32).collect();
+        let v = random(rows * cols, 17);
+        for block in [32, 64, 128] {
+            for sym in [false, true] {
+                for importance in [None, Some(imp.as_slice())] {
+                    let opt = |compensation| Options {
+                        block,
+                        sym,
+                        method: Method::Search,
+                        grid: false,
+                        importance,
+                        compensation,
+                    };
+                    let a = quantize(&v, rows, cols, opt(None));
+                    let b = quantize(&v, rows, cols, opt(Some(&c)));
+                    assert!(a.bytes == b.bytes, "block {block} sym {sym}");
+                    assert!((a.error.rel_rms - b.error.rel_rms).abs() < 1e-12);
+                }
+            }
+        }
+    }
+
     #[test]
     fn round_trip_every_block_and_mode() {
         for block in [32, 64, 128] {
@@ -258,6 +356,7 @@ mod tests {
                             method,
                             grid: false,
                             importance: None,
+                            compensation: None,
                         },
                     );
                     assert_eq!(
@@ -323,6 +422,7 @@ mod tests {
                         method,
                         grid: true,
                         importance,
+                        compensation: None,
                     },
                 );
                 let (codes, params) = planes(&bytes, 1, 64);

@@ -164,7 +164,7 @@ fn code_sums(x: &[f32], w: &[f32], code: impl Fn(f32) -> u32) -> (f64, f64, f64)
 /// Importance of each weight in the fit. Without activation data larger magnitudes count more
 /// (llama.cpp's make_qkx2_quants uses the same `rms + |x|`); with it, each weight counts by its
 /// column's mean squared activation times `sqrt(σ² + x²)` (llama.cpp's imatrix weighting).
-fn importance(x: &[f32], imp: Option<&[f32]>, w: &mut [f32]) {
+pub(crate) fn importance(x: &[f32], imp: Option<&[f32]>, w: &mut [f32]) {
     let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     match imp {
         None => {
