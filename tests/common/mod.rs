@@ -265,3 +265,30 @@ pub fn fetched_model(relative: &str, fetched_by: &str) -> Option<PathBuf> {
         None
     }
 }
+
+/// Mean KL of `build`'s next-token distributions from `source`'s over the README (text no
+/// calibration sees), both on the exact f32 path.
+pub fn kl_on_readme(build: &Path, source: &Path) -> f64 {
+    let o = pocket_ok(&[
+        "eval",
+        "ppl",
+        build.to_str().unwrap(),
+        "--baseline",
+        source.to_str().unwrap(),
+        "--text",
+        root().join("README.md").to_str().unwrap(),
+        "--max-tokens",
+        "1024",
+        "--activations",
+        "f32",
+        "--kv",
+        "f32",
+        "--baseline-activations",
+        "f32",
+        "--baseline-kv",
+        "f32",
+        "--json",
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["kld_mean"].as_f64().unwrap()
+}

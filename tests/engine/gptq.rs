@@ -3,33 +3,10 @@
 //! for Q4 and Q5; the recipe records it; and what it cannot honour is refused with no file.
 
 use crate::common::{self, pocket, tiny as fixture};
-use serde_json::Value;
 use std::path::Path;
 
-/// Mean KL of `build` from `source` over the README (unseen by the calibration), exact path.
 fn kl(build: &Path, source: &Path) -> f64 {
-    let o = common::pocket_ok(&[
-        "eval",
-        "ppl",
-        build.to_str().unwrap(),
-        "--baseline",
-        source.to_str().unwrap(),
-        "--text",
-        common::root().join("README.md").to_str().unwrap(),
-        "--max-tokens",
-        "1024",
-        "--activations",
-        "f32",
-        "--kv",
-        "f32",
-        "--baseline-activations",
-        "f32",
-        "--baseline-kv",
-        "f32",
-        "--json",
-    ]);
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    v["kld_mean"].as_f64().unwrap()
+    common::kl_on_readme(build, source)
 }
 
 #[test]

@@ -4,34 +4,10 @@
 //! loses more.
 
 use crate::common::{self, pocket, tiny as fixture};
-use serde_json::Value;
 use std::path::Path;
 
-/// Mean KL of `build`'s next-token distributions from `source`'s over the README (text the
-/// calibration never saw), on the exact f32 path.
 fn kl(build: &Path, source: &Path) -> f64 {
-    let o = common::pocket_ok(&[
-        "eval",
-        "ppl",
-        build.to_str().unwrap(),
-        "--baseline",
-        source.to_str().unwrap(),
-        "--text",
-        common::root().join("README.md").to_str().unwrap(),
-        "--max-tokens",
-        "1024",
-        "--activations",
-        "f32",
-        "--kv",
-        "f32",
-        "--baseline-activations",
-        "f32",
-        "--baseline-kv",
-        "f32",
-        "--json",
-    ]);
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    v["kld_mean"].as_f64().unwrap()
+    common::kl_on_readme(build, source)
 }
 
 fn size(p: &Path) -> u64 {

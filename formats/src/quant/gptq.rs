@@ -221,6 +221,19 @@ pub fn quantize_tile<C: BlockCodec>(
 mod tests {
     use super::*;
 
+    /// `Σ xᵀx` of the rows of `x` (`n` wide), full.
+    fn gram(x: &[f32], n: usize) -> Vec<f64> {
+        let mut h = vec![0f64; n * n];
+        for row in x.chunks_exact(n) {
+            for i in 0..n {
+                for j in 0..n {
+                    h[i * n + j] += row[i] as f64 * row[j] as f64;
+                }
+            }
+        }
+        h
+    }
+
     fn rng(s: &mut u64) -> f32 {
         *s = s
             .wrapping_mul(6364136223846793005)
@@ -234,14 +247,7 @@ mod tests {
         let (n, t) = (37, 90);
         let mut s = 5u64;
         let x: Vec<f32> = (0..t * n).map(|_| rng(&mut s)).collect();
-        let mut h = vec![0f64; n * n];
-        for row in x.chunks_exact(n) {
-            for i in 0..n {
-                for j in 0..n {
-                    h[i * n + j] += row[i] as f64 * row[j] as f64;
-                }
-            }
-        }
+        let h = gram(&x, n);
         let c = Compensation::from_gram(&h, n, t).unwrap();
         let damp = damping(n, t) * (0..n).map(|i| h[i * n + i]).sum::<f64>() / n as f64;
         for i in 0..n {
@@ -309,14 +315,7 @@ mod tests {
                 x[r * n + i] = prev;
             }
         }
-        let mut h = vec![0f64; n * n];
-        for row in x.chunks_exact(n) {
-            for i in 0..n {
-                for j in 0..n {
-                    h[i * n + j] += row[i] as f64 * row[j] as f64;
-                }
-            }
-        }
+        let h = gram(&x, n);
         let c = Compensation::from_gram(&h, n, t).unwrap();
         let w: Vec<Vec<f32>> = (0..rows)
             .map(|_| (0..n).map(|_| rng(&mut s)).collect())
