@@ -9,10 +9,11 @@ use pocket_formats::recipe::{QatMode, Recipe};
 #[derive(Args, Clone)]
 pub struct QuantArgs {
     /// Storage for linear layers (and, unless --embed says otherwise, the embedding/head):
-    /// q4, q5_0, q5_1, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores the
-    /// embedding as symmetric block-32 Q4: the same 4.5 bits per weight, measured more accurate
-    /// there. q5_0/q5_1 are ggml's 5-bit types (5.5 and 6 bits per weight), written with the
-    /// calibrated search
+    /// q4, iq4_nl, q5_0, q5_1, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores
+    /// the embedding as symmetric block-32 Q4: the same 4.5 bits per weight, measured more
+    /// accurate there. iq4_nl is ggml's non-uniform 4-bit grid (4.5 bits per weight); q5_0/q5_1
+    /// are ggml's 5-bit types (5.5 and 6 bits per weight); all written with the calibrated
+    /// search
     ///
     /// A GGUF source keeps its quantized blocks bit for bit unless --quant is given (then
     /// every weight is re-quantized from its dequantized values, and the report says what
@@ -43,7 +44,7 @@ pub struct QuantArgs {
     #[arg(long)]
     pub allow_nonfinite: bool,
     /// Fit the .pocket into this size (e.g. 173MB, 180MiB, 0.2GB): every weight matrix gets
-    /// the storage type (Q4 blocks 32/64/128, symmetric or not, q5_0, q5_1 or Q8) that loses
+    /// the storage type (Q4 blocks 32/64/128, symmetric or not, iq4_nl, q5_0, q5_1 or Q8) that loses
     /// least for its bytes, by each tensor's measured effect on the model's output over the
     /// calibration text. Costs one forward pass per weight matrix (minutes on a 0.5B model)
     #[arg(long, value_name = "SIZE", conflicts_with = "bpw")]

@@ -377,7 +377,7 @@ fn encode_tensor(
                     )
                 } else {
                     format!(
-                        "pocket does not encode {} blocks; they are only carried from a GGUF (it writes ggml_q8_0, ggml_q4_0, ggml_q4_1, ggml_q5_0, ggml_q5_1)",
+                        "pocket does not encode {} blocks; they are only carried from a GGUF (it writes ggml_q8_0, ggml_q4_0, ggml_q4_1, ggml_q5_0, ggml_q5_1, ggml_iq4_nl)",
                         t.name()
                     )
                 },

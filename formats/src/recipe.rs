@@ -117,8 +117,8 @@ impl Default for Recipe {
 }
 
 impl Recipe {
-    /// Whether any tensor may be searched as Q4 or ggml's 5-bit types (so calibration can
-    /// help).
+    /// Whether any tensor may be searched as Q4, ggml's 5-bit types or IQ4_NL (so
+    /// calibration can help).
     pub fn searches_q4(&self) -> bool {
         use crate::gguf::GgmlType;
         self.method == Method::Search
@@ -129,7 +129,8 @@ impl Recipe {
                 .any(|t| {
                     matches!(
                         t,
-                        QuantType::Q4 { .. } | QuantType::Ggml(GgmlType::Q5_0 | GgmlType::Q5_1)
+                        QuantType::Q4 { .. }
+                            | QuantType::Ggml(GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL)
                     )
                 })
     }

@@ -41,6 +41,11 @@ pub struct PackedQ4 {
 /// (`pocket_formats::gguf::codes`) with their own offset, the codes' bits above the nibble in
 /// `hi_bits` planes after the code vectors, and f32 parameters where ggml's are f32 products.
 ///
+/// Non-uniform forms (IQ4_NL, IQ4_XS) carry a 16-entry `table`: a weight is
+/// `table[code]·scale + zero` and the offset is 0. The kernels look the codes up with one byte
+/// shuffle per 16 or 64 weights (`vpshufb`, `tbl`), so the type runs at 4 bits a weight like
+/// the linear ones.
+///
 /// High-bit planes: code bit `4 + p` of the weight whose nibble sits at byte `j` of code
 /// vector `i` (half `h`: 0 the high nibble, 1 the low) is bit `b % 8` of byte `j` of plane
 /// vector `b / 8`, with `b = p·2·(block/8) + 2i + h`. A block of 32 with one plane (Q5) adds
@@ -51,6 +56,8 @@ pub struct Form {
     pub hi_bits: u8,
     /// f32 parameters (16 zeros then 16 scales, or 16 scales) instead of f16.
     pub wide: bool,
+    /// The value of each 4-bit code, for non-uniform forms (no high-bit planes, offset 0).
+    pub table: Option<[i8; 16]>,
 }
 
 impl Form {
@@ -59,6 +66,7 @@ impl Form {
         offset: 8,
         hi_bits: 0,
         wide: false,
+        table: None,
     };
 
     /// The packed form of a ggml type's codes.
@@ -67,6 +75,34 @@ impl Form {
             offset: cf.offset,
             hi_bits: cf.bits - 4,
             wide: cf.wide,
+            table: cf.table,
+        }
+    }
+
+    /// The integer a code stands for before the scale multiplies, the offset not yet taken:
+    /// the code itself, or its table entry.
+    #[inline]
+    pub fn int_value(&self, code: u8) -> i32 {
+        match &self.table {
+            Some(t) => t[(code & 0x0F) as usize] as i32,
+            None => code as i32,
+        }
+    }
+
+    /// The table shifted into unsigned bytes (`table + 128`), for kernels whose integer
+    /// product takes unsigned weights (`vpdpbusd`): their sums then carry `128·Σx`, taken back
+    /// with the block's offset ([`Form::unsigned_offset`]).
+    pub fn unsigned_table(&self) -> Option<[u8; 16]> {
+        self.table.map(|t| t.map(|v| (v as i16 + 128) as u8))
+    }
+
+    /// The offset of the codes as unsigned-weight kernels read them: 128 for a table (see
+    /// [`Form::unsigned_table`]), else the form's own.
+    pub fn unsigned_offset(&self) -> f32 {
+        if self.table.is_some() {
+            128.0
+        } else {
+            self.offset as f32
         }
     }
 }
@@ -158,6 +194,7 @@ impl PackedQ4 {
             || !blocks_ok
             || !cols.is_multiple_of(block)
             || form.hi_bits > 2
+            || (form.table.is_some() && (form.hi_bits > 0 || form.offset != 0))
         {
             return None;
         }
@@ -289,7 +326,8 @@ impl PackedQ4 {
                 let z = if self.sym { -0.0 } else { z };
                 for (w, o) in out.iter_mut().enumerate() {
                     let c = self.code(rec, k, w / 8, w % 8 / 2, w % 2);
-                    *o = pocket_formats::gguf::codes::decode(c, self.form.offset, s, z);
+                    let v = self.form.int_value(c) as f32 - self.form.offset as f32;
+                    *o = v * s + z;
                 }
             }
             return;
@@ -385,8 +423,8 @@ pub fn dot_rows_tokens_scalar(
                 for w in 0..p.block / 8 {
                     for j in 0..4 {
                         let x = &a.q[b * p.block + w * 8 + j * 2..];
-                        dot += p.code(rec, k, w, j, 0) as i32 * x[0] as i32
-                            + p.code(rec, k, w, j, 1) as i32 * x[1] as i32;
+                        dot += p.form.int_value(p.code(rec, k, w, j, 0)) * x[0] as i32
+                            + p.form.int_value(p.code(rec, k, w, j, 1)) * x[1] as i32;
                     }
                 }
                 let off = p.form.offset as f32;

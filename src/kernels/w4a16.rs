@@ -72,8 +72,8 @@ pub fn dot_rows_f32_scalar(
                 for w in 0..p.block / 8 {
                     for j in 0..4 {
                         let x = &x[t * cols + b * p.block + w * 8 + j * 2..];
-                        dot += p.code(rec, k, w, j, 0) as f32 * x[0]
-                            + p.code(rec, k, w, j, 1) as f32 * x[1];
+                        dot += p.form.int_value(p.code(rec, k, w, j, 0)) as f32 * x[0]
+                            + p.form.int_value(p.code(rec, k, w, j, 1)) as f32 * x[1];
                     }
                 }
                 let off = p.form.offset as f32;

@@ -1,13 +1,14 @@
 //! A GGUF's quantized weights in the packed kernel layouts, carried over value for value:
-//! Q8_0 is the engine's Q8 with blocks of 32; Q4_0/Q4_1, Q5_0/Q5_1 and the K-quants
-//! (Q4_K, Q5_K, Q6_K) are packed Q4 records with their own [`Form`] (offset, high-bit planes,
-//! f32 parameters), from `pocket_formats::gguf::codes`. Rows are stored in logical order, so
+//! Q8_0 is the engine's Q8 with blocks of 32; Q4_0/Q4_1, Q5_0/Q5_1, the K-quants (Q4_K,
+//! Q5_K, Q6_K) and the non-uniform IQ4_NL/IQ4_XS are packed Q4 records with their own
+//! [`Form`] (offset, high-bit planes, f32 parameters, value table), from
+//! `pocket_formats::gguf::codes`. Rows are stored in logical order, so
 //! llama.cpp's q/k row order for `llama` models is undone here, once, at load.
 
 use super::Packed;
 use crate::kernels::q4_packed::{Form, PackedQ4};
 use crate::kernels::q8_packed::PackedQ8;
-use pocket_formats::gguf::{codes, GgmlType, IQ4NL_VALUES};
+use pocket_formats::gguf::{codes, GgmlType};
 
 /// The packed form of a `[rows, cols]` matrix of `ty` blocks (`bytes`, rows in file order;
 /// `row_map[r]` the stored row of logical row `r`). `None` for dense types and shapes the
@@ -24,22 +25,6 @@ pub(super) fn pack(
         let r = row_map.map_or(r, |m| m[r] as usize);
         &bytes[r * row_bytes..][..row_bytes]
     };
-    // IQ4_NL's codes index a table of int8 values under one f16 scale per 32: the engine's Q8
-    // with blocks of 32 holds `d · value` exactly (an f16 times an integer below 128), so its
-    // integer kernels on every ISA run it, at 8 bits a weight.
-    if ty == GgmlType::IQ4NL {
-        let (_, bb) = ty.block();
-        return PackedQ8::from_codes(rows, cols, 32, |r, codes, scales| {
-            for (b, blk) in row(r).chunks_exact(bb).enumerate() {
-                scales[b * 2..][..2].copy_from_slice(&blk[..2]);
-                for j in 0..16 {
-                    codes[b * 32 + j] = IQ4NL_VALUES[(blk[2 + j] & 0x0F) as usize] as u8;
-                    codes[b * 32 + 16 + j] = IQ4NL_VALUES[(blk[2 + j] >> 4) as usize] as u8;
-                }
-            }
-        })
-        .map(Packed::Q8);
-    }
     if ty == GgmlType::Q8_0 {
         let (_, bb) = ty.block();
         return PackedQ8::from_codes(rows, cols, 32, |r, codes, scales| {
@@ -145,38 +130,18 @@ mod tests {
         }
     }
 
-    /// IQ4_NL packs into Q8 blocks of 32 bit for bit, row map applied.
-    #[test]
-    fn iq4_nl_packs_as_q8_bit_for_bit() {
-        let (rows, cols, ty) = (32, 96, GgmlType::IQ4NL);
-        let row_bytes = ty.bytes_for(cols as u64).unwrap() as usize;
-        let data = codes::sample_blocks(ty, rows * cols / 32, &mut 4);
-        let map: Vec<u32> = (0..rows as u32).map(|r| (r * 5) % rows as u32).collect();
-        let Some(Packed::Q8(p)) = pack(ty, rows, cols, &data, Some(&map)) else {
-            panic!("IQ4_NL packs");
-        };
-        let (mut want, mut got) = (vec![0.0; cols], vec![0.0; cols]);
-        for r in 0..rows {
-            ggml::dequantize(
-                ty,
-                &data[map[r] as usize * row_bytes..][..row_bytes],
-                &mut want,
-            );
-            p.row(r, &mut got);
-            assert!(
-                want.iter()
-                    .zip(&got)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "row {r}"
-            );
-        }
-    }
-
-    /// The K-quant and 5-bit forms pack with the row map applied: logical row r decodes to
-    /// stored row map[r].
+    /// The K-quant, 5-bit and non-uniform forms pack with the row map applied: logical row r
+    /// decodes to stored row map[r].
     #[test]
     fn row_map_is_applied_once_at_pack() {
-        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q4K, GgmlType::Q6K] {
+        for ty in [
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q4K,
+            GgmlType::Q6K,
+            GgmlType::IQ4NL,
+            GgmlType::IQ4XS,
+        ] {
             let (rows, cols) = (32, 256);
             let row_bytes = ty.bytes_for(cols as u64).unwrap() as usize;
             let data = codes::sample_blocks(ty, rows * row_bytes / ty.block().1, &mut 9);

@@ -1,6 +1,6 @@
 //! `--gptq` (error compensation over the calibration activations) and the 5-bit types: on
 //! text the calibration never saw, GPTQ loses less than the search alone at the same size
-//! for Q4 and Q5; the recipe records it; and what it cannot honour is refused with no file.
+//! for Q4, IQ4_NL and Q5; the recipe records it; and what it cannot honour is refused with no file.
 
 use crate::common::{self, pocket, tiny as fixture};
 use std::path::Path;
@@ -14,7 +14,7 @@ fn gptq_loses_less_than_the_search_alone_at_the_same_size() {
     let tmp = tempfile::tempdir().unwrap();
     for name in ["qwen2-tiny", "llama-tiny"] {
         let src = fixture(name);
-        for quant in ["q4", "q5_1"] {
+        for quant in ["q4", "iq4_nl", "q5_1"] {
             let plain = tmp.path().join(format!("{name}-{quant}.pocket"));
             let comp = tmp.path().join(format!("{name}-{quant}-gptq.pocket"));
             let plain_report = common::quantize(&src, &plain, &["--quant", quant]);

@@ -310,6 +310,8 @@ fn export_of_a_gguf_keeps_every_block_bit_for_bit() {
         ("llama-tiny-q4_0.gguf", "ggml_q4_0"),
         ("llama-tiny-q4_1.gguf", "ggml_q4_1"),
         ("llama-tiny-q8_0.gguf", "ggml_q8_0"),
+        // Written by llama.cpp's own llama-quantize (fixtures/make_gguf_fixtures.py).
+        ("llama-tiny-iq4_nl.gguf", "ggml_iq4_nl"),
     ] {
         let src = root().join("fixtures/gguf").join(file);
         let out = tmp.path().join(format!("{file}.pocket"));

@@ -6,13 +6,16 @@
 //! - Q4_0 `(q − 8)·d`, Q5_0 `(q − 16)·d` and Q6_K `(d·sc)·(q − 32)` are symmetric (the zero is
 //!   −0.0, which leaves the bare product bit for bit);
 //! - Q4_1 / Q5_1 `q·d + m` and Q4_K / Q5_K `(d·sc)·q − dmin·m` have offset 0 and a zero;
+//! - IQ4_NL `d·T[q]` and IQ4_XS `(d·(ls − 32))·T[q]` index ggml's fixed non-uniform table
+//!   `T` ([`IQ4NL_VALUES`]): their form carries the table ([`CodeForm::table`]) and offset 0,
+//!   so a weight is `T[q]·scale + zero`, with the zero −0.0;
 //! - Q8_0 `q·d` stays as it is (the engine's Q8 layout already holds it).
 //!
 //! K-quants' sub-block scale `d·sc` is an f32 product, not an f16, so they need f32
 //! parameters ([`CodeForm::wide`]); the others keep their f16 ones. The test below checks
 //! that the form reproduces [`super::ggml::dequantize`] bit for bit on random blocks.
 
-use super::ggml::{h, scale_min_k4, GgmlType};
+use super::ggml::{h, iq4xs_scale, scale_min_k4, GgmlType, IQ4NL_VALUES};
 
 /// How one ggml type's blocks map onto codes and parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +30,24 @@ pub struct CodeForm {
     pub has_zero: bool,
     /// Whether the parameters need f32 (K-quants); otherwise they are exact f16 values.
     pub wide: bool,
+    /// The non-uniform value of each 4-bit code (IQ4_NL, IQ4_XS); `None` for the linear
+    /// types, whose value is `code − offset`.
+    pub table: Option<[i8; 16]>,
+}
+
+impl CodeForm {
+    /// The value a code stands for, before the scale multiplies.
+    #[inline]
+    pub fn value(&self, code: u8) -> f32 {
+        match &self.table {
+            Some(t) => t[(code & 0x0F) as usize] as f32,
+            None => code as f32 - self.offset as f32,
+        }
+    }
 }
 
 /// Every type with a [`form`].
-pub const TYPES: [GgmlType; 7] = [
+pub const TYPES: [GgmlType; 9] = [
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
@@ -38,6 +55,8 @@ pub const TYPES: [GgmlType; 7] = [
     GgmlType::Q4K,
     GgmlType::Q5K,
     GgmlType::Q6K,
+    GgmlType::IQ4NL,
+    GgmlType::IQ4XS,
 ];
 
 /// The code form of `ty`, for the types that have one (not F32/F16/BF16 or Q8_0).
@@ -48,6 +67,11 @@ pub fn form(ty: GgmlType) -> Option<CodeForm> {
         bits,
         has_zero,
         wide,
+        table: None,
+    };
+    let table = |wide| CodeForm {
+        table: Some(IQ4NL_VALUES),
+        ..f(32, 0, 4, false, wide)
     };
     Some(match ty {
         GgmlType::Q4_0 => f(32, 8, 4, false, false),
@@ -57,6 +81,9 @@ pub fn form(ty: GgmlType) -> Option<CodeForm> {
         GgmlType::Q4K => f(32, 0, 4, true, true),
         GgmlType::Q5K => f(32, 0, 5, true, true),
         GgmlType::Q6K => f(16, 32, 6, false, true),
+        GgmlType::IQ4NL => table(false),
+        // ggml: `dl = d·(ls − 32)` in f32, so the scale needs f32.
+        GgmlType::IQ4XS => table(true),
         _ => return None,
     })
 }
@@ -143,6 +170,29 @@ pub fn unpack(ty: GgmlType, data: &[u8], codes: &mut [u8], scale: &mut [f32], ze
                 }
                 z.fill(-0.0);
             }
+            GgmlType::IQ4NL => {
+                s[0] = h(b, 0);
+                z[0] = -0.0;
+                for j in 0..16 {
+                    c[j] = b[2 + j] & 0x0F;
+                    c[j + 16] = b[2 + j] >> 4;
+                }
+            }
+            GgmlType::IQ4XS => {
+                // d (f16), scales_h (u16: the 2 high bits of each sub-block's 6-bit scale),
+                // scales_l (4 bytes: the 4 low bits, two per byte), then 128 bytes of codes.
+                let d = h(b, 0);
+                let sh = u16::from_le_bytes([b[2], b[3]]);
+                for (sub, s) in s.iter_mut().enumerate() {
+                    *s = d * (iq4xs_scale(sh, &b[4..8], sub) - 32) as f32;
+                    let qs = &b[8 + sub * 16..][..16];
+                    for j in 0..16 {
+                        c[sub * 32 + j] = qs[j] & 0x0F;
+                        c[sub * 32 + 16 + j] = qs[j] >> 4;
+                    }
+                }
+                z.fill(-0.0);
+            }
             _ => unreachable!("types with a code form"),
         }
     }
@@ -150,8 +200,8 @@ pub fn unpack(ty: GgmlType, data: &[u8], codes: &mut [u8], scale: &mut [f32], ze
 
 /// One weight as the form decodes it (the definition the kernels and the test share).
 #[inline]
-pub fn decode(code: u8, offset: u8, scale: f32, zero: f32) -> f32 {
-    (code as f32 - offset as f32) * scale + zero
+pub fn decode(form: &CodeForm, code: u8, scale: f32, zero: f32) -> f32 {
+    form.value(code) * scale + zero
 }
 
 /// Pseudo-random blocks of `ty` whose f16 fields are finite, of either sign, zeros included:
@@ -230,7 +280,7 @@ mod tests {
             }
             for (i, w) in want.iter().enumerate() {
                 let b = i / cf.block;
-                let got = decode(c[i], cf.offset, s[b], z[b]);
+                let got = decode(&cf, c[i], s[b], z[b]);
                 assert_eq!(
                     got.to_bits(),
                     w.to_bits(),

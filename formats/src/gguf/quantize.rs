@@ -9,12 +9,13 @@ use super::ggml::{GgmlType, IQ4NL_VALUES};
 use half::f16;
 
 /// The block types pocket writes, from any source (the others are only carried from a GGUF).
-pub const ENCODED: [GgmlType; 5] = [
+pub const ENCODED: [GgmlType; 6] = [
     GgmlType::Q8_0,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
+    GgmlType::IQ4NL,
 ];
 
 /// Encodes `x` (a whole number of rows; length a multiple of 32 for block types).
@@ -81,7 +82,7 @@ pub fn quantize_weighted(
     }
 }
 
-/// [`quantize_weighted`] for the 5-bit types with GPTQ's error compensation
+/// [`quantize_weighted`] for the 5-bit types and IQ4_NL with GPTQ's error compensation
 /// (`quant::gptq`): rows in tiles, each block's parameters searched on the row as the
 /// compensation has left it.
 pub fn quantize_compensated(
@@ -92,27 +93,45 @@ pub fn quantize_compensated(
     comp: &crate::quant::gptq::Compensation,
     out: &mut Vec<u8>,
 ) {
-    use crate::quant::gptq::{quantize_tile, TILE};
-    use rayon::prelude::*;
     let sym = match ty {
         GgmlType::Q5_0 => true,
-        GgmlType::Q5_1 => false,
+        GgmlType::Q5_1 | GgmlType::IQ4NL => false,
         _ => return quantize_weighted(ty, x, cols, importance, out),
     };
     if comp.cols != cols || !cols.is_multiple_of(32) || cols == 0 {
         return quantize_weighted(ty, x, cols, importance, out);
     }
     let imp = importance.filter(|i| i.len() == cols);
+    let imp_of = |b: usize| imp.map(|w| &w[b * 32..(b + 1) * 32]);
+    if ty == GgmlType::IQ4NL {
+        let choose = |_: usize, b: usize, v: &[f32]| Iq4Nl::params(v, imp_of(b));
+        let write = |p: Iq4Nl, codes: &[u8], o: &mut Vec<u8>| write_iq4_nl(p.d, codes, o);
+        compensated_tiles(x, cols, comp, &choose, &write, out);
+    } else {
+        let choose = |_: usize, b: usize, v: &[f32]| super::quantize5::params(sym, v, imp_of(b));
+        compensated_tiles(x, cols, comp, &choose, &super::quantize5::write_block, out);
+    }
+}
+
+/// GPTQ over `x`'s rows in parallel tiles (`quant::gptq::quantize_tile`), blocks of 32:
+/// `choose` picks each block's parameters, `write` appends a block; rows joined in order.
+fn compensated_tiles<C: crate::quant::gptq::BlockCodec + Send>(
+    x: &[f32],
+    cols: usize,
+    comp: &crate::quant::gptq::Compensation,
+    choose: &(dyn Fn(usize, usize, &[f32]) -> C + Sync),
+    write: &(dyn Fn(C, &[u8], &mut Vec<u8>) + Sync),
+    out: &mut Vec<u8>,
+) {
+    use crate::quant::gptq::{quantize_tile, TILE};
+    use rayon::prelude::*;
     let tiles: Vec<Vec<u8>> = x
         .par_chunks(TILE * cols)
         .map(|tile| {
             let mut work: Vec<Vec<f32>> = tile.chunks_exact(cols).map(|r| r.to_vec()).collect();
             let mut rows: Vec<Vec<u8>> = vec![Vec::new(); work.len()];
-            let choose = |_: usize, b: usize, v: &[f32]| {
-                super::quantize5::params(sym, v, imp.map(|w| &w[b * 32..(b + 1) * 32]))
-            };
-            quantize_tile(comp, &mut work, 32, &choose, &mut |t, _, p, codes| {
-                super::quantize5::write_block(p, codes, &mut rows[t])
+            quantize_tile(comp, &mut work, 32, choose, &mut |t, _, p, codes| {
+                write(p, codes, &mut rows[t])
             });
             rows.concat()
         })
@@ -148,6 +167,23 @@ fn nearest(values: &[i8; 16], x: f32) -> usize {
 /// least-squares scale for the codes of each of 15 trial scales, the best kept; `qw` the
 /// columns' importance (then each weight counts `qw·sqrt(σ² + x²)`), else `x²`.
 fn iq4_nl(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
+    let d = iq4_nl_scale(x, qw);
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let codes: [u8; 32] = std::array::from_fn(|j| nearest(&IQ4NL_VALUES, id * x[j]) as u8);
+    write_iq4_nl(d, &codes, out);
+}
+
+/// IQ4_NL's block layout: the f16 scale, then weight `j` in the low nibble of byte `j` and
+/// weight `j + 16` in its high nibble.
+fn write_iq4_nl(d: f32, codes: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+    for j in 0..16 {
+        out.push(codes[j] | (codes[j + 16] << 4));
+    }
+}
+
+/// The scale [`iq4_nl`] chooses for a block (0 for an all-zero block), before f16 rounding.
+fn iq4_nl_scale(x: &[f32], qw: Option<&[f32]>) -> f32 {
     const NTRY: i32 = 7;
     let v = &IQ4NL_VALUES;
     let sigma2 = x.iter().map(|a| a * a).sum::<f32>() * 2.0 / 32.0;
@@ -166,40 +202,58 @@ fn iq4_nl(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
             max = a;
         }
     }
-    let mut codes = [0u8; 32];
-    let mut d = 0.0f32;
-    if amax >= 1e-15 {
-        let fit = |id: f32| {
-            let (mut sqx, mut sq2) = (0.0f32, 0.0f32);
-            for (j, &a) in x.iter().enumerate() {
-                let q = v[nearest(v, id * a)] as f32;
-                sqx += weight[j] * q * a;
-                sq2 += weight[j] * q * q;
-            }
-            (sqx, sq2)
-        };
-        d = -max / v[0] as f32;
-        let (sqx, sq2) = fit(1.0 / d);
-        if sq2 > 0.0 {
+    if amax < 1e-15 {
+        return 0.0;
+    }
+    let fit = |id: f32| {
+        let (mut sqx, mut sq2) = (0.0f32, 0.0f32);
+        for (j, &a) in x.iter().enumerate() {
+            let q = v[nearest(v, id * a)] as f32;
+            sqx += weight[j] * q * a;
+            sq2 += weight[j] * q * q;
+        }
+        (sqx, sq2)
+    };
+    let mut d = -max / v[0] as f32;
+    let (sqx, sq2) = fit(1.0 / d);
+    if sq2 > 0.0 {
+        d = sqx / sq2;
+    }
+    let mut best = d * sqx;
+    for itry in -NTRY..=NTRY {
+        let id = (itry as f32 + v[0] as f32) / max;
+        let (sqx, sq2) = fit(id);
+        if sq2 > 0.0 && sqx * sqx > best * sq2 {
             d = sqx / sq2;
-        }
-        let mut best = d * sqx;
-        for itry in -NTRY..=NTRY {
-            let id = (itry as f32 + v[0] as f32) / max;
-            let (sqx, sq2) = fit(id);
-            if sq2 > 0.0 && sqx * sqx > best * sq2 {
-                d = sqx / sq2;
-                best = d * sqx;
-            }
-        }
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        for (c, &a) in codes.iter_mut().zip(x) {
-            *c = nearest(v, id * a) as u8;
+            best = d * sqx;
         }
     }
-    out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
-    for j in 0..16 {
-        out.push(codes[j] | (codes[j + 16] << 4));
+    d
+}
+
+/// An IQ4_NL block's stored scale, as GPTQ's compensated rounding uses it
+/// (`quant::gptq::BlockCodec`): codes are the nearest table entry to `x / d`.
+#[derive(Clone, Copy, Debug)]
+pub struct Iq4Nl {
+    pub d: f32,
+}
+
+impl Iq4Nl {
+    /// [`iq4_nl`]'s scale for the block, rounded to the f16 it is stored as.
+    pub fn params(x: &[f32], qw: Option<&[f32]>) -> Iq4Nl {
+        Iq4Nl {
+            d: f16::from_f32(iq4_nl_scale(x, qw)).to_f32(),
+        }
+    }
+}
+
+impl crate::quant::gptq::BlockCodec for Iq4Nl {
+    fn encode(&self, x: f32) -> u8 {
+        let id = if self.d != 0.0 { 1.0 / self.d } else { 0.0 };
+        nearest(&IQ4NL_VALUES, id * x) as u8
+    }
+    fn decode(&self, q: u8) -> f32 {
+        self.d * IQ4NL_VALUES[q as usize] as f32
     }
 }
 

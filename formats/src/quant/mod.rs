@@ -120,16 +120,18 @@ impl FromStr for QuantType {
     /// forms `q4` (asymmetric, block 64), `q8`, `q5_0` and `q5_1`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || {
-            format!("unknown storage type `{s}` (f32, f16, bf16, q8, q4, q4a_b32|64|128, q4s_b32|64|128, q5_0, q5_1)")
+            format!("unknown storage type `{s}` (f32, f16, bf16, q8, q4, q4a_b32|64|128, q4s_b32|64|128, iq4_nl, q5_0, q5_1)")
         };
         Ok(match s {
             "f32" => QuantType::F32,
             "f16" => QuantType::F16,
             "bf16" => QuantType::BF16,
             "q8" | "q8_b64" => QuantType::Q8 { block: Q8_BLOCK },
-            // ggml's 5-bit types, which pocket writes with its calibrated search.
+            // ggml's 5-bit types and its non-uniform IQ4_NL, which pocket writes with its
+            // calibrated search.
             "q5_0" => QuantType::Ggml(GgmlType::Q5_0),
             "q5_1" => QuantType::Ggml(GgmlType::Q5_1),
+            "iq4_nl" => QuantType::Ggml(GgmlType::IQ4NL),
             "q4" => QuantType::Q4 {
                 block: 64,
                 sym: false,

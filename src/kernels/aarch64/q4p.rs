@@ -4,7 +4,8 @@
 //! `sdot` by element (`vm.4b[0]`: the chunk's 4 even activations, `[1]`: the 4 odd) adds 4
 //! rows × 4 products with no shuffle: the layout chosen for AVX-512's broadcast dword fits
 //! the indexed `sdot` as it is. A block ends in one multiply-add per row quad for the scales
-//! and one for the zero points, as on x86.
+//! and one for the zero points, as on x86. Non-uniform forms (IQ4_NL, IQ4_XS) look their
+//! codes up with one `tbl` per 16 and go on as signed bytes.
 //!
 //! Up to two tokens per pass over a group (16 rows × 2 tokens of integer accumulators, 8 of
 //! float, 8 nibble registers: 32 is the register file); a group's records are ~8 KiB for
@@ -93,6 +94,7 @@ pub(super) unsafe fn group<D: Dot, const T: usize, const C: usize, const PLANES:
     let dw = block / 8;
     let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
     let mask = vdupq_n_u8(0x0F);
+    let table = signed_table(p);
     let base = p.data.as_ptr().add(g * nb * rec);
     let mut acc = [[vdupq_n_f32(0.0); 4]; T];
     for b in 0..nb {
@@ -107,6 +109,9 @@ pub(super) unsafe fn group<D: Dot, const T: usize, const C: usize, const PLANES:
                 let (mut h, mut l) = (vshrq_n_u8::<4>(v), vandq_u8(v, mask));
                 if PLANES {
                     add_high_bits(p, r, i, q, &mut h, &mut l);
+                }
+                if let Some(t) = table {
+                    (h, l) = (vqtbl1q_u8(t, h), vqtbl1q_u8(t, l));
                 }
                 hi[q] = vreinterpretq_s8_u8(h);
                 lo[q] = vreinterpretq_s8_u8(l);
@@ -144,6 +149,17 @@ pub(super) unsafe fn group<D: Dot, const T: usize, const C: usize, const PLANES:
             vst1q_f32(o.add(q * 4), *v);
         }
     }
+}
+
+/// A non-uniform form's table as one register of signed bytes, for `tbl`: one lookup turns
+/// 16 codes into their values, which `sdot`/`smmla` take as they are (offset 0).
+///
+/// # Safety
+/// NEON.
+#[inline(always)]
+pub(super) unsafe fn signed_table(p: &PackedQ4) -> Option<uint8x16_t> {
+    // SAFETY: the table holds 16 bytes.
+    p.form.table.map(|t| unsafe { vld1q_u8(t.as_ptr().cast()) })
 }
 
 /// The 16 rows' scales `s` and offsets `m = z − offset·s` (`−offset·s` when symmetric) of a

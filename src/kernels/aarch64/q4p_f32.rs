@@ -58,6 +58,7 @@ unsafe fn group<const T: usize>(
     let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
     let vw = block / 8;
     let nibble = vdupq_n_u32(0xF);
+    let table = super::q4p::signed_table(p);
     let base = p.data.as_ptr().add(g * nb * rec);
     let mut acc = [[vdupq_n_f32(0.0); 4]; T];
     for b in 0..nb {
@@ -79,7 +80,17 @@ unsafe fn group<const T: usize>(
                         let one = vandq_u32(vshlq_u32(plane, at), vdupq_n_u32(1));
                         c = vorrq_u32(c, vshlq_u32(one, vdupq_n_s32(4 + pl as i32)));
                     }
-                    let cf = vcvtq_f32_u32(c);
+                    let cf = match table {
+                        // A non-uniform form: `tbl` on each lane's low byte (the other bytes'
+                        // indices are out of range, so 0), then the i8 sign-extended.
+                        Some(t) => {
+                            let idx = vorrq_u32(c, vdupq_n_u32(0xFFFF_FF00));
+                            let v = vqtbl1q_u8(t, vreinterpretq_u8_u32(idx));
+                            let v = vshlq_n_s32::<24>(vreinterpretq_s32_u8(v));
+                            vcvtq_f32_s32(vshrq_n_s32::<24>(v))
+                        }
+                        None => vcvtq_f32_u32(c),
+                    };
                     for (t, dt) in d.iter_mut().enumerate() {
                         // SAFETY: value 8i + j of block b of token t0 + t inside x.
                         let xv = *x.get_unchecked((t0 + t) * cols + b * block + i * 8 + j);

@@ -12,7 +12,8 @@
 //! Per 2 code vectors, half a group (8 rows) × 4 tokens: 4 zips, 8 shifts/ands, 4 uzps and
 //! 16 `smmla` for 512 multiply-adds. The dotprod kernel needs 8 splits and 32 `sdot` for the
 //! same work. docs/performance.md counts both from the disassembly. Forms with high-bit
-//! planes (GGUF Q5/Q6) take the dotprod kernel.
+//! planes (GGUF Q5/Q6) take the dotprod kernel; non-uniform ones (IQ4_NL, IQ4_XS) add one
+//! `tbl` per split half.
 
 use super::q4p::block_params;
 use super::smmla;
@@ -67,6 +68,7 @@ unsafe fn half_group<const P: usize>(
     let (nb, rec, block) = (p.blocks(), p.record(), p.block);
     let dw = block / 8;
     let mask = vdupq_n_u8(0x0F);
+    let table = super::q4p::signed_table(p);
     let base = p.data.as_ptr().add(g * nb * rec);
     // Row pair `rp` (rows 8·half + 2rp, +1) × token pair `u`: [r0·a, r0·b, r1·a, r1·b].
     let mut acc = [[vdupq_n_f32(0.0); P]; 4];
@@ -85,10 +87,11 @@ unsafe fn half_group<const P: usize>(
                     .enumerate()
                 {
                     let z = vreinterpretq_u8_u32(z);
-                    w[2 * ql + k] = [
-                        vreinterpretq_s8_u8(vshrq_n_u8::<4>(z)),
-                        vreinterpretq_s8_u8(vandq_u8(z, mask)),
-                    ];
+                    let (mut h, mut l) = (vshrq_n_u8::<4>(z), vandq_u8(z, mask));
+                    if let Some(t) = table {
+                        (h, l) = (vqtbl1q_u8(t, h), vqtbl1q_u8(t, l));
+                    }
+                    w[2 * ql + k] = [vreinterpretq_s8_u8(h), vreinterpretq_s8_u8(l)];
                 }
             }
             for u in 0..P {

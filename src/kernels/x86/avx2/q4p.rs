@@ -149,6 +149,11 @@ impl Half<'_> {
         let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
         let mask = _mm256_set1_epi8(0x0F);
         let ones = _mm256_set1_epi16(1);
+        // A non-uniform form's table, as signed bytes in both 128-bit lanes.
+        let table = p.form.table.map(|t| {
+            // SAFETY: `t` holds 16 bytes.
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr() as *const _))
+        });
         let group = p.data.as_ptr().add(self.g * nb * rec);
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
@@ -178,6 +183,24 @@ impl Half<'_> {
                 // 6-bit codes: the two pairs' `vpmaddubsw` sums reach 2·2·63·127 = 32,004
                 // each, so each pair is widened on its own.
                 let wide = p.form.hi_bits == 2;
+                if let Some(tbl) = table {
+                    // Signed values: `vpmaddubsw` takes |w| and x with w's sign, whose pair
+                    // sums (at most 2·127·127) fit its 16 bits; each is widened alone.
+                    let w = [hi0, lo0, hi1, lo1].map(|c| _mm256_shuffle_epi8(tbl, c));
+                    let mag = w.map(|w| _mm256_abs_epi8(w));
+                    for (t, a) in ts.iter().enumerate() {
+                        // SAFETY: as below.
+                        let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;
+                        let mut sum = d[t];
+                        for k in 0..4 {
+                            let xk = _mm256_set1_epi32(x.add(k).read_unaligned());
+                            let prod = _mm256_maddubs_epi16(mag[k], _mm256_sign_epi8(xk, w[k]));
+                            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(prod, ones));
+                        }
+                        d[t] = sum;
+                    }
+                    continue;
+                }
                 for (t, a) in ts.iter().enumerate() {
                     // SAFETY: this block's activations, 8 per code dword, inside token t's.
                     let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;

@@ -43,6 +43,14 @@ impl Half<'_> {
         let p = self.p;
         let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
         let nibble = _mm256_set1_epi32(0xF);
+        let table = p.form.table.map(|t| {
+            let v: [f32; 16] = t.map(|v| v as f32);
+            // SAFETY: `v` holds 16 floats.
+            (
+                _mm256_loadu_ps(v.as_ptr()),
+                _mm256_loadu_ps(v.as_ptr().add(8)),
+            )
+        });
         let base = p.data.as_ptr().add(self.g * nb * rec);
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
@@ -72,7 +80,15 @@ impl Half<'_> {
                             _mm256_sllv_epi32(one, _mm256_set1_epi32(4 + pl as i32)),
                         );
                     }
-                    _mm256_cvtepi32_ps(c)
+                    match table {
+                        // A non-uniform form: entries 0–7 or 8–15, chosen by the code's bit 3.
+                        Some((lo, hi)) => _mm256_blendv_ps(
+                            _mm256_permutevar8x32_ps(lo, c),
+                            _mm256_permutevar8x32_ps(hi, c),
+                            _mm256_castsi256_ps(_mm256_slli_epi32::<28>(c)),
+                        ),
+                        None => _mm256_cvtepi32_ps(c),
+                    }
                 };
                 // Column j of the dword: byte j/2, high nibble first.
                 let c = [

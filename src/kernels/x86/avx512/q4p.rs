@@ -104,6 +104,7 @@ impl Group<'_> {
         let passes = block / 8 / DW;
         let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
         let mask = _mm512_set1_epi8(0x0F);
+        let table = unsigned_table(p);
         let base = p.data.as_ptr().add(self.g * nb * rec);
         let mut acc = [_mm512_setzero_ps(); T];
         for b in 0..nb {
@@ -119,6 +120,10 @@ impl Group<'_> {
                     lo[i] = _mm512_and_si512(v, mask);
                     if p.form.hi_bits > 0 {
                         add_high_bits(p, r, pass * DW + i, &mut hi[i], &mut lo[i]);
+                    }
+                    if let Some(t) = table {
+                        hi[i] = _mm512_shuffle_epi8(t, hi[i]);
+                        lo[i] = _mm512_shuffle_epi8(t, lo[i]);
                     }
                 }
                 for (t, a) in ts.iter().enumerate() {
@@ -136,7 +141,7 @@ impl Group<'_> {
                 }
             }
             // SAFETY: the record ends with the 16 rows' parameters.
-            let (s, m) = block_params(r.add(p.params_at()), p);
+            let (s, m) = block_params(r.add(p.params_at()), p, p.form.unsigned_offset());
             for (t, a) in ts.iter().enumerate() {
                 let mut dt = d[t][0];
                 for c in 1..C {
@@ -167,6 +172,7 @@ impl Group<'_> {
         let passes = block / 8 / DW;
         let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
         let mask = _mm512_set1_epi8(0x0F);
+        let table = unsigned_table(p);
         let base = [
             p.data.as_ptr().add(self.g * nb * rec),
             p.data.as_ptr().add((self.g + 1) * nb * rec),
@@ -187,6 +193,10 @@ impl Group<'_> {
                         if p.form.hi_bits > 0 {
                             add_high_bits(p, r[k], pass * DW + i, &mut hi[k], &mut lo[k]);
                         }
+                        if let Some(t) = table {
+                            hi[k] = _mm512_shuffle_epi8(t, hi[k]);
+                            lo[k] = _mm512_shuffle_epi8(t, lo[k]);
+                        }
                     }
                     for (t, a) in ts.iter().enumerate() {
                         // SAFETY: this block's activations, 8 per code dword, inside token t's.
@@ -202,7 +212,7 @@ impl Group<'_> {
             }
             for k in 0..2 {
                 // SAFETY: the record ends with the 16 rows' parameters.
-                let (s, m) = block_params(r[k].add(p.params_at()), p);
+                let (s, m) = block_params(r[k].add(p.params_at()), p, p.form.unsigned_offset());
                 for (t, a) in ts.iter().enumerate() {
                     let sx = _mm512_set1_ps(*a.scale.get_unchecked(b));
                     let v = _mm512_cvtepi32_ps(d[t][k]);
@@ -225,16 +235,17 @@ impl Group<'_> {
     }
 }
 
-/// The 16 rows' scales `s` and offsets `m = z − offset·s` (`−offset·s` when symmetric) of a
-/// block, from the parameters at the end of its record: a decoded weight is `s·code + m`.
+/// The 16 rows' scales `s` and offsets `m = z − off·s` (`−off·s` when symmetric) of a
+/// block, from the parameters at the end of its record: a decoded weight is `s·code + m`
+/// for the codes as the kernel reads them (`off`: the form's offset, or 128 where a table
+/// was read as unsigned bytes, `Form::unsigned_offset`).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and F16C; `pr` points at the record's parameters (16
 /// scales, or 16 zero points then 16 scales; f16, or f32 when the form is wide).
 #[inline]
 #[target_feature(enable = "avx512f,f16c,fma")]
-pub(super) unsafe fn block_params(pr: *const u8, p: &PackedQ4) -> (__m512, __m512) {
-    let off = p.form.offset as f32;
+pub(super) unsafe fn block_params(pr: *const u8, p: &PackedQ4, off: f32) -> (__m512, __m512) {
     let load = |at: usize| {
         if p.form.wide {
             _mm512_loadu_ps(pr.add(at * 2) as *const f32)
@@ -249,6 +260,21 @@ pub(super) unsafe fn block_params(pr: *const u8, p: &PackedQ4) -> (__m512, __m51
         let (z, s) = (load(0), load(32));
         (s, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, z))
     }
+}
+
+/// A non-uniform form's table as unsigned bytes (`Form::unsigned_table`) in every 128-bit
+/// lane, for `vpshufb`: one shuffle turns 64 codes into their values.
+///
+/// # Safety
+/// The CPU must support AVX-512 F.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn unsigned_table(p: &PackedQ4) -> Option<__m512i> {
+    let t = p.form.unsigned_table()?;
+    // SAFETY: `t` holds 16 bytes.
+    Some(_mm512_broadcast_i32x4(_mm_loadu_si128(
+        t.as_ptr() as *const _
+    )))
 }
 
 /// Adds the high-bit planes to code vector `i`'s two nibble halves (`hi`: the high nibbles,

@@ -61,9 +61,9 @@ impl Group<'_> {
     ) {
         let p = self.p;
         let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
-        let lut = _mm512_setr_ps(
-            0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
-        );
+        // Each 4-bit code's value: the code itself, or a non-uniform form's table entry.
+        let values: [f32; 16] = std::array::from_fn(|c| p.form.int_value(c as u8) as f32);
+        let lut = _mm512_loadu_ps(values.as_ptr());
         let base = p.data.as_ptr().add(self.g * nb * rec);
         let mut acc = [_mm512_setzero_ps(); T];
         for b in 0..nb {
@@ -97,7 +97,7 @@ impl Group<'_> {
                 }
             }
             // SAFETY: the record ends with the 16 rows' parameters.
-            let (s, m) = block_params(r.add(p.params_at()), p);
+            let (s, m) = block_params(r.add(p.params_at()), p, p.form.offset as f32);
             for (t, dt) in d.iter().enumerate() {
                 let mut dot = dt[0];
                 for a in &dt[1..] {
