@@ -46,10 +46,11 @@ pub struct ExportArgs {
     /// Output file
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl,
+    /// Output format: pocket, or gguf (llama.cpp; --quant f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs,
     /// with q4 meaning q4_1, or q4_0 with --sym; the 4-bit types take the calibrated scale
     /// search, as a .pocket does: our search for Q4_0/Q4_1/Q5_0/Q5_1, llama-quantize's for
-    /// IQ4_NL, weighted by the calibration activations), or mnn (a directory MNN 3.6 loads: Q4 weights copied
+    /// IQ4_NL and IQ4_XS (whose rows not a multiple of 256 take IQ4_NL, as llama-quantize's
+    /// do), weighted by the calibration activations), or mnn (a directory MNN 3.6 loads: Q4 weights copied
     /// from a .pocket, or exported with the Q4 recipe first)
     #[arg(long, default_value = "pocket", value_parser = ["pocket", "gguf", "mnn"])]
     pub format: String,
@@ -160,10 +161,11 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         ("q4_0", _) | ("q4", true) => GgmlType::Q4_0,
         ("q4_1", _) | ("q4", false) => GgmlType::Q4_1,
         ("iq4_nl", _) => GgmlType::IQ4NL,
+        ("iq4_xs", _) => GgmlType::IQ4XS,
         ("q5_0", _) => GgmlType::Q5_0,
         ("q5_1", _) => GgmlType::Q5_1,
         (other, _) => {
-            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl)")
+            bail!("--quant {other} is not a GGUF export type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs)")
         }
     };
     // Flags a GGUF export cannot honour are refused rather than ignored.
@@ -235,7 +237,10 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     };
     // IQ4_NL's and the 5-bit types' scale searches weigh each weight by its column's
     // activations, as llama-quantize does with an imatrix.
-    let weighted = matches!(ty, GgmlType::IQ4NL | GgmlType::Q5_0 | GgmlType::Q5_1);
+    let weighted = matches!(
+        ty,
+        GgmlType::IQ4NL | GgmlType::IQ4XS | GgmlType::Q5_0 | GgmlType::Q5_1
+    );
     let importance = match weighted && !PocketFile::sniff(&args.input) {
         true => crate::convert::calibration(&args.input, &args.quant.calib_args(), args.json)?
             .map(|(i, _)| i),

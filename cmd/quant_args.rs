@@ -9,9 +9,10 @@ use pocket_formats::recipe::{QatMode, Recipe};
 #[derive(Args, Clone)]
 pub struct QuantArgs {
     /// Storage for linear layers (and, unless --embed says otherwise, the embedding/head):
-    /// q4, iq4_nl, q5_0, q5_1, q8, f16, bf16, f32. The default q4 (asymmetric, block 64) stores
-    /// the embedding as symmetric block-32 Q4: the same 4.5 bits per weight, measured more
-    /// accurate there. iq4_nl is ggml's non-uniform 4-bit grid (4.5 bits per weight); q5_0/q5_1
+    /// q4, iq4_nl, iq4_xs, q5_0, q5_1, q8, f16, bf16, f32. The default q4 (asymmetric, block 64)
+    /// stores the embedding as symmetric block-32 Q4: the same 4.5 bits per weight, measured
+    /// more accurate there. iq4_nl and iq4_xs are ggml's non-uniform 4-bit grid (4.5 and 4.25
+    /// bits per weight; iq4_xs where rows are a multiple of 256, else iq4_nl); q5_0/q5_1
     /// are ggml's 5-bit types (5.5 and 6 bits per weight); all written with the calibrated
     /// search
     ///
@@ -44,7 +45,7 @@ pub struct QuantArgs {
     #[arg(long)]
     pub allow_nonfinite: bool,
     /// Fit the .pocket into this size (e.g. 173MB, 180MiB, 0.2GB): every weight matrix gets
-    /// the storage type (Q4 blocks 32/64/128, symmetric or not, iq4_nl, q5_0, q5_1 or Q8) that loses
+    /// the storage type (Q4 blocks 32/64/128, symmetric or not, iq4_xs, iq4_nl, q5_0, q5_1 or Q8) that loses
     /// least for its bytes, by each tensor's measured effect on the model's output over the
     /// calibration text. Costs one forward pass per weight matrix (minutes on a 0.5B model)
     #[arg(long, value_name = "SIZE", conflicts_with = "bpw")]

@@ -21,9 +21,10 @@ use pocket_formats::quant::QuantType;
 
 /// The storage types the search chooses from by default: everything the kernels run fast,
 /// from 4.125 to 8.25 bits per weight (ggml's Q5_0 and Q5_1, at 5.5 and 6, run on the packed
-/// Q4 kernels with a fifth-bit plane; IQ4_NL, a non-uniform 4-bit grid at 4.5, on the same
-/// kernels with one table lookup per 64 codes).
-pub const CANDIDATES: [QuantType; 10] = [
+/// Q4 kernels with a fifth-bit plane; IQ4_NL and IQ4_XS, a non-uniform 4-bit grid at 4.5 and
+/// 4.25 (IQ4_XS only where rows are a multiple of 256), on the same kernels with one table
+/// lookup per 64 codes).
+pub const CANDIDATES: [QuantType; 11] = [
     QuantType::Q4 {
         block: 128,
         sym: true,
@@ -48,6 +49,7 @@ pub const CANDIDATES: [QuantType; 10] = [
         block: 32,
         sym: false,
     },
+    QuantType::Ggml(GgmlType::IQ4XS),
     QuantType::Ggml(GgmlType::IQ4NL),
     QuantType::Ggml(GgmlType::Q5_0),
     QuantType::Ggml(GgmlType::Q5_1),

@@ -130,7 +130,9 @@ impl Recipe {
                     matches!(
                         t,
                         QuantType::Q4 { .. }
-                            | QuantType::Ggml(GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL)
+                            | QuantType::Ggml(
+                                GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL | GgmlType::IQ4XS
+                            )
                     )
                 })
     }
@@ -160,6 +162,10 @@ impl Recipe {
         let mut fallbacks = Vec::new();
         if let QuantType::Q4 { sym, .. } = wanted {
             fallbacks.extend([64, 32].map(|block| QuantType::Q4 { block, sym }));
+        }
+        // IQ4_XS's super-blocks are 256 wide: IQ4_NL is the same table in blocks of 32.
+        if wanted == QuantType::Ggml(crate::gguf::GgmlType::IQ4XS) {
+            fallbacks.push(QuantType::Ggml(crate::gguf::GgmlType::IQ4NL));
         }
         fallbacks.extend([
             QuantType::Q8 {

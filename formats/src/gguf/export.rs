@@ -72,6 +72,7 @@ fn file_type(t: GgmlType) -> u32 {
         GgmlType::Q5_0 => 8,
         GgmlType::Q5_1 => 9,
         GgmlType::IQ4NL => 25,
+        GgmlType::IQ4XS => 30,
         GgmlType::BF16 => 32,
         _ => 0,
     }
@@ -483,6 +484,7 @@ pub fn write_gguf(
                 | GgmlType::Q4_0
                 | GgmlType::Q4_1
                 | GgmlType::IQ4NL
+                | GgmlType::IQ4XS
                 | GgmlType::Q5_0
                 | GgmlType::Q5_1
         );
@@ -499,7 +501,12 @@ pub fn write_gguf(
             exact
         } else if matches!(
             quant,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::IQ4NL | GgmlType::Q5_0 | GgmlType::Q5_1
+            GgmlType::Q4_0
+                | GgmlType::Q4_1
+                | GgmlType::IQ4NL
+                | GgmlType::IQ4XS
+                | GgmlType::Q5_0
+                | GgmlType::Q5_1
         ) && is_embedding_or_head(&t.name)
             && !t.stored.is_some_and(|q| matches!(q, QuantType::Q4 { .. }))
         {
@@ -507,6 +514,10 @@ pub fn write_gguf(
             // multiple of 256, which ours are not always): the embedding/head stays 8-bit
             // (unless it is already 4-bit in the source: then it is carried over as it is).
             GgmlType::Q8_0
+        } else if quant == GgmlType::IQ4XS && cols % 256 != 0 {
+            // IQ4_XS's super-blocks are 256 wide: other rows take IQ4_NL, the same values
+            // table at 4.5 bits, as llama-quantize falls back.
+            GgmlType::IQ4NL
         } else {
             quant
         };

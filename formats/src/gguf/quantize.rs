@@ -9,13 +9,14 @@ use super::ggml::{GgmlType, IQ4NL_VALUES};
 use half::f16;
 
 /// The block types pocket writes, from any source (the others are only carried from a GGUF).
-pub const ENCODED: [GgmlType; 6] = [
+pub const ENCODED: [GgmlType; 7] = [
     GgmlType::Q8_0,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
     GgmlType::Q5_0,
     GgmlType::Q5_1,
     GgmlType::IQ4NL,
+    GgmlType::IQ4XS,
 ];
 
 /// Encodes `x` (a whole number of rows; length a multiple of 32 for block types).
@@ -34,6 +35,7 @@ pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) {
         GgmlType::Q4_0 => x.chunks_exact(32).for_each(|b| q4_0(b, out)),
         GgmlType::Q4_1 => x.chunks_exact(32).for_each(|b| q4_1(b, out)),
         GgmlType::IQ4NL => x.chunks_exact(32).for_each(|b| iq4_nl(b, None, out)),
+        GgmlType::IQ4XS => x.chunks_exact(256).for_each(|b| iq4_xs(b, None, out)),
         GgmlType::Q5_0 => x
             .chunks_exact(32)
             .for_each(|b| super::quantize5::q5_0(b, None, out)),
@@ -56,22 +58,24 @@ pub fn quantize_weighted(
 ) {
     match (ty, importance) {
         // The search is the slow part of an export: rows in parallel, joined in order.
-        (GgmlType::IQ4NL | GgmlType::Q5_0 | GgmlType::Q5_1, imp)
-            if cols.is_multiple_of(32) && cols > 0 =>
+        (GgmlType::IQ4NL | GgmlType::IQ4XS | GgmlType::Q5_0 | GgmlType::Q5_1, imp)
+            if cols.is_multiple_of(ty.block().0) && cols > 0 =>
         {
             use rayon::prelude::*;
             let imp = imp.filter(|i| i.len() == cols);
             let block: fn(&[f32], Option<&[f32]>, &mut Vec<u8>) = match ty {
                 GgmlType::IQ4NL => iq4_nl,
+                GgmlType::IQ4XS => iq4_xs,
                 GgmlType::Q5_0 => super::quantize5::q5_0,
                 _ => super::quantize5::q5_1,
             };
+            let (be, bb) = ty.block();
             let rows: Vec<Vec<u8>> = x
                 .par_chunks_exact(cols)
                 .map(|row| {
-                    let mut o = Vec::with_capacity(cols / 32 * ty.block().1);
-                    for (c, b) in row.chunks_exact(32).enumerate() {
-                        block(b, imp.map(|w| &w[c * 32..(c + 1) * 32]), &mut o);
+                    let mut o = Vec::with_capacity(cols / be * bb);
+                    for (c, b) in row.chunks_exact(be).enumerate() {
+                        block(b, imp.map(|w| &w[c * be..(c + 1) * be]), &mut o);
                     }
                     o
                 })
@@ -184,9 +188,53 @@ fn write_iq4_nl(d: f32, codes: &[u8], out: &mut Vec<u8>) {
 
 /// The scale [`iq4_nl`] chooses for a block (0 for an all-zero block), before f16 rounding.
 fn iq4_nl_scale(x: &[f32], qw: Option<&[f32]>) -> f32 {
+    iq4_scale(x, qw, x.iter().map(|a| a * a).sum::<f32>() * 2.0 / 32.0)
+}
+
+/// One IQ4_XS super-block of 256 (`quantize_row_iq4_nl_impl` with super-block 256, ntry 7):
+/// each 32-value sub-block's scale searched as IQ4_NL's (σ² over the whole super-block), then
+/// one f16 `d = −max/32` from the largest in magnitude, each sub-block's scale rounded to a
+/// 6-bit multiple `l ∈ [−32, 31]` of it, and the codes found again under `d·l`.
+fn iq4_xs(x: &[f32], qw: Option<&[f32]>, out: &mut Vec<u8>) {
+    let sigma2 = x.iter().map(|a| a * a).sum::<f32>() * 2.0 / 256.0;
+    let scales: Vec<f32> = (0..8)
+        .map(|ib| iq4_scale(&x[ib * 32..][..32], qw.map(|q| &q[ib * 32..][..32]), sigma2))
+        .collect();
+    let max = scales
+        .iter()
+        .fold(0.0f32, |m, &s| if s.abs() > m.abs() { s } else { m });
+    let d = -max / 32.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let (mut scales_h, mut scales_l) = (0u16, [0u8; 4]);
+    let mut codes = [0u8; 256];
+    for (ib, &sc) in scales.iter().enumerate() {
+        // ggml's nearest_int: round half to even is what its float trick gives, as does
+        // `round_ties_even`.
+        let l = ((id * sc).round_ties_even() as i32).clamp(-32, 31);
+        let dl = d * l as f32;
+        let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+        for j in 0..32 {
+            codes[ib * 32 + j] = nearest(&IQ4NL_VALUES, idl * x[ib * 32 + j]) as u8;
+        }
+        let l = (l + 32) as u8;
+        scales_l[ib / 2] |= (l & 0x0F) << (4 * (ib % 2));
+        scales_h |= ((l >> 4) as u16) << (2 * ib);
+    }
+    out.extend_from_slice(&f16::from_f32(d).to_le_bytes());
+    out.extend_from_slice(&scales_h.to_le_bytes());
+    out.extend_from_slice(&scales_l);
+    for ib in 0..8 {
+        for j in 0..16 {
+            out.push(codes[ib * 32 + j] | (codes[ib * 32 + 16 + j] << 4));
+        }
+    }
+}
+
+/// IQ4_NL's scale search for one block of 32: `sigma2` weighs the importance as
+/// `qw·sqrt(σ² + x²)` (ggml takes σ² over the block for IQ4_NL, the super-block for IQ4_XS).
+fn iq4_scale(x: &[f32], qw: Option<&[f32]>, sigma2: f32) -> f32 {
     const NTRY: i32 = 7;
     let v = &IQ4NL_VALUES;
-    let sigma2 = x.iter().map(|a| a * a).sum::<f32>() * 2.0 / 32.0;
     let weight: Vec<f32> = match qw {
         Some(q) => x
             .iter()
@@ -345,6 +393,54 @@ mod tests {
                 .sum::<f32>()
         };
         assert!(col(&wb) < col(&back), "{} vs {}", col(&wb), col(&back));
+    }
+
+    /// IQ4_XS super-blocks decode (ggml's arithmetic) with the table and 6-bit sub-block
+    /// scales: each sub-block's error stays near IQ4_NL's own search (whose f16 scale per 32
+    /// the shared scale approximates in 64 steps), an all-zero super-block writes a zero
+    /// scale, and the weighted search follows its weights. (Byte equality with
+    /// llama-quantize's own IQ4_XS is checked by scripts/check_iq4_llamacpp.py.)
+    #[test]
+    fn iq4_xs_shares_one_scale_in_six_bit_steps() {
+        let x: Vec<f32> = (0..256 * 16)
+            .map(|i| (((i * 7919) % 1013) as f32 / 1013.0 - 0.5) * (1.0 + (i / 32 % 5) as f32))
+            .collect();
+        let err = |ty: GgmlType| {
+            let mut out = Vec::new();
+            quantize(ty, &x, &mut out);
+            assert_eq!(out.len() as u64, ty.bytes_for(x.len() as u64).unwrap());
+            let mut back = vec![0.0; x.len()];
+            dequantize(ty, &out, &mut back);
+            x.iter()
+                .zip(&back)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f32>()
+        };
+        let (xs, nl) = (err(GgmlType::IQ4XS), err(GgmlType::IQ4NL));
+        assert!(xs > 0.0 && xs < 1.15 * nl, "IQ4_XS {xs} vs IQ4_NL {nl}");
+        let mut zero = Vec::new();
+        quantize(GgmlType::IQ4XS, &[0.0; 256], &mut zero);
+        let mut back = vec![1.0; 256];
+        dequantize(GgmlType::IQ4XS, &zero, &mut back);
+        assert!(back.iter().all(|v| *v == 0.0));
+        let mut imp = vec![1.0f32; 256];
+        imp[40] = 100.0;
+        let (mut plain, mut weighted) = (Vec::new(), Vec::new());
+        quantize_weighted(GgmlType::IQ4XS, &x, 256, None, &mut plain);
+        quantize_weighted(GgmlType::IQ4XS, &x, 256, Some(&imp), &mut weighted);
+        let col = |b: &[u8]| {
+            let mut y = vec![0.0; x.len()];
+            dequantize(GgmlType::IQ4XS, b, &mut y);
+            (0..16)
+                .map(|r| (x[r * 256 + 40] - y[r * 256 + 40]).powi(2))
+                .sum::<f32>()
+        };
+        assert!(
+            col(&weighted) < col(&plain),
+            "{} vs {}",
+            col(&weighted),
+            col(&plain)
+        );
     }
 
     #[test]

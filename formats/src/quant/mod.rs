@@ -120,7 +120,7 @@ impl FromStr for QuantType {
     /// forms `q4` (asymmetric, block 64), `q8`, `q5_0` and `q5_1`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || {
-            format!("unknown storage type `{s}` (f32, f16, bf16, q8, q4, q4a_b32|64|128, q4s_b32|64|128, iq4_nl, q5_0, q5_1)")
+            format!("unknown storage type `{s}` (f32, f16, bf16, q8, q4, q4a_b32|64|128, q4s_b32|64|128, iq4_nl, iq4_xs, q5_0, q5_1)")
         };
         Ok(match s {
             "f32" => QuantType::F32,
@@ -132,6 +132,7 @@ impl FromStr for QuantType {
             "q5_0" => QuantType::Ggml(GgmlType::Q5_0),
             "q5_1" => QuantType::Ggml(GgmlType::Q5_1),
             "iq4_nl" => QuantType::Ggml(GgmlType::IQ4NL),
+            "iq4_xs" => QuantType::Ggml(GgmlType::IQ4XS),
             "q4" => QuantType::Q4 {
                 block: 64,
                 sym: false,
