@@ -4,11 +4,13 @@
 //! batch, and the mask is computed on another thread while the forward pass runs.
 //!
 //! - [`spec`]: what the user wrote, checked before generation.
+//! - [`gbnf`]: llama.cpp's GBNF grammars as Lark.
 //! - [`vocab`]: token ids as bytes, for the grammar engine.
 //! - [`guide`]: a compiled constraint following one answer.
 //! - [`tools`]: OpenAI-style tool definitions, the constraint for a call, and parsing calls
 //!   out of an answer.
 
+pub mod gbnf;
 pub mod guide;
 pub mod spec;
 pub mod tools;

@@ -26,6 +26,7 @@ pub mod lora_group;
 pub mod norm;
 pub mod pool;
 pub mod q4;
+pub mod q4_form;
 pub mod q4_packed;
 pub mod q8;
 pub mod q8_packed;
