@@ -331,9 +331,11 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
         thousands(params),
         report["bits_per_parameter"].as_f64().unwrap_or(0.0)
     );
+    // One column for the types, as wide as the longest name (`ggml_iq4_nl`).
+    let w = by_dtype.keys().map(|k| k.len()).max().unwrap_or(0).max(8);
     for (k, (n, b)) in &by_dtype {
         println!(
-            "  {k:<8}   {} parameters, {:.1} MB",
+            "  {k:<w$}   {} parameters, {:.1} MB",
             thousands(*n),
             *b as f64 / 1e6
         );
