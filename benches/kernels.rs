@@ -45,6 +45,7 @@ fn bench(c: &mut Criterion) {
             method: Method::Rtn,
             grid: false,
             importance: None,
+            compensation: None,
         };
         let bytes = codec::quantize(&w, rows, cols, opt).bytes;
         let (codes, params) = codec::planes(&bytes, rows, cols);

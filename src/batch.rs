@@ -11,13 +11,12 @@
 //! from the last whole prefill chunk ([`resume_point`]). Either way the answers are bit for
 //! bit a fresh prefill's.
 
+use crate::generate::answer::{Answer, Next};
 use crate::generate::resume_point;
-use crate::generate::{
-    answer_text, Control, FinishReason, Generation, Sequence, StopAt, StopStrings, TextGeneration,
-};
+use crate::generate::{check_room, FinishReason, Generation, StopAt, TextGeneration};
 use crate::model::{Model, State};
 use crate::sampler::Sampler;
-use crate::tokenizer::{TextStream, TextTokenizer};
+use crate::tokenizer::TextTokenizer;
 use crate::Error;
 use std::time::Instant;
 
@@ -27,13 +26,12 @@ pub struct BatchItem<'a> {
     pub stop: StopAt<'a>,
 }
 
-struct Live<'t, 's> {
+struct Live<'a> {
+    /// The answer's state machine (the one the server drives), with its sampler.
+    answer: Answer<'a>,
     next: u32,
     /// `next` has not been taken into the answer yet.
     pending: bool,
-    seq: Sequence<'s>,
-    stream: TextStream<'t>,
-    scan: StopStrings<'s>,
     finish: Option<FinishReason>,
     /// Prompt tokens run (the rest came from a shared prefix).
     run: usize,
@@ -57,8 +55,7 @@ pub fn generate_text_queue<'t, 's>(
     if states.is_empty() {
         return Err(Error::Invalid("generate_text_queue: no states".into()));
     }
-    let mut slots: Vec<Option<(usize, Live<'t, 's>, Sampler)>> =
-        states.iter().map(|_| None).collect();
+    let mut slots: Vec<Option<(usize, Live)>> = states.iter().map(|_| None).collect();
     // The prompt each slot's cache begins with (kept after its answer ends). A state's cache
     // from before this call is not trusted.
     let mut held: Vec<&[u32]> = states.iter().map(|_| &[][..]).collect();
@@ -76,16 +73,15 @@ pub fn generate_text_queue<'t, 's>(
                         0
                     }
                 };
-                let mut sampler = new_sampler();
-                let live = prefill(model, tokenizer, &mut states[b], &mut sampler, item, from)?;
+                let live = prefill(model, tokenizer, &mut states[b], new_sampler(), item, from)?;
                 held[b] = &item.prompt;
-                slots[b] = Some((next_item, live, sampler));
+                slots[b] = Some((next_item, live));
                 next_item += 1;
             }
         }
         // Each sequence takes its pending token, as `generate`'s loop does.
         for (slot, state) in slots.iter_mut().zip(states.iter()) {
-            let Some((_, l, sampler)) = slot.as_mut() else {
+            let Some((_, l)) = slot.as_mut() else {
                 continue;
             };
             if !l.pending {
@@ -93,22 +89,10 @@ pub fn generate_text_queue<'t, 's>(
             }
             l.pending = false;
             let free = state.cache.capacity() - state.cache.len();
-            let (stream, scan) = (&mut l.stream, &mut l.scan);
-            l.finish = l.seq.accept(l.next, free, |t| {
-                sampler.accept(t);
-                scan.push(&stream.push(t).unwrap_or_default());
-                match scan.stopped() {
-                    true => Control::Stop,
-                    false => Control::Continue,
-                }
-            });
-            // As in `generate_text`: a stop string ends the answer as a stop.
-            if l.finish == Some(FinishReason::Interrupted) {
-                l.finish = Some(FinishReason::Stop);
-            }
-            if l.finish.is_some() {
-                let (i, l, _) = slot.take().expect("live slot");
-                done(i, finish(tokenizer, l, &items[i]))?;
+            if let Next::Done(reason) = l.answer.advance(l.next, free, |_| {})? {
+                l.finish = Some(reason);
+                let (i, l) = slot.take().expect("live slot");
+                done(i, finish(l))?;
             }
         }
         let active: Vec<usize> = (0..slots.len()).filter(|&b| slots[b].is_some()).collect();
@@ -135,8 +119,11 @@ pub fn generate_text_queue<'t, 's>(
         let logits = model.step_many(&mut refs, &tokens)?;
         let spent = start.elapsed();
         for (row, &b) in active.iter().enumerate() {
-            let (_, l, sampler) = slots[b].as_mut().expect("active");
-            l.next = sampler.sample(&logits[row * vocab..(row + 1) * vocab]);
+            let (_, l) = slots[b].as_mut().expect("active");
+            l.next = l
+                .answer
+                .sampler
+                .sample(&logits[row * vocab..(row + 1) * vocab]);
             l.pending = true;
             l.decode += spent;
         }
@@ -185,34 +172,34 @@ fn start_from(
     }
 }
 
-fn prefill<'t, 's>(
+fn prefill<'a>(
     model: &Model,
-    tokenizer: &'t TextTokenizer,
+    tokenizer: &'a TextTokenizer,
     state: &mut State,
-    sampler: &mut Sampler,
-    item: &BatchItem<'s>,
+    sampler: Sampler,
+    item: &'a BatchItem,
     from: usize,
-) -> Result<Live<'t, 's>, Error> {
+) -> Result<Live<'a>, Error> {
     let p = &item.prompt;
-    if p.is_empty() {
-        return Err(Error::Invalid("the prompt has no tokens".into()));
-    }
-    if p.len() > state.cache.capacity() {
-        return Err(Error::Invalid(format!(
-            "the prompt needs {} positions but only {} are free",
-            p.len(),
-            state.cache.capacity()
-        )));
-    }
+    // The slot's cache is cleared or holds the shared start `from`: room is the whole cache.
+    check_room(p, state.cache.capacity(), state.cache.capacity())?;
     let start = Instant::now();
-    let next = crate::generate::prefill_after(model, state, p, from, sampler)?;
+    let mut answer = Answer::new(
+        tokenizer,
+        item.stop.ids,
+        item.stop.strings.to_vec(),
+        item.stop.max_tokens,
+        sampler,
+        None,
+        &[],
+        &[],
+    );
+    let next = crate::generate::prefill_after(model, state, p, from, &mut answer.sampler)?;
     Ok(Live {
+        answer,
         run: p.len() - from,
         next,
         pending: true,
-        seq: Sequence::new(item.stop.ids, item.stop.max_tokens),
-        stream: TextStream::new(tokenizer),
-        scan: StopStrings::new(item.stop.strings),
         finish: None,
         prefill: start.elapsed(),
         decode: std::time::Duration::ZERO,
@@ -220,30 +207,18 @@ fn prefill<'t, 's>(
 }
 
 /// The answer's text, cut as `generate_text` cuts it.
-fn finish(tokenizer: &TextTokenizer, mut l: Live, item: &BatchItem) -> TextGeneration {
-    if !l.scan.stopped() {
-        let rest = l.stream.finish().unwrap_or_default();
-        l.scan.push(&rest);
-        if l.scan.stopped() {
-            l.finish = Some(FinishReason::Stop);
-        }
-    }
-    let text = answer_text(
-        tokenizer,
-        &l.seq.tokens,
-        item.stop.strings,
-        l.scan.stopped(),
-    );
+fn finish(mut l: Live) -> TextGeneration {
+    let end = l.answer.finish(l.finish.unwrap_or(FinishReason::Length));
     TextGeneration {
         generation: Generation {
             forced_tokens: 0,
             speculation: None,
-            tokens: l.seq.tokens,
-            finish_reason: l.finish.unwrap_or(FinishReason::Length),
+            tokens: std::mem::take(&mut l.answer.seq.tokens),
+            finish_reason: end.reason,
             prefill_tokens: l.run,
             prefill_time: l.prefill,
             decode_time: l.decode,
         },
-        text,
+        text: end.text,
     }
 }

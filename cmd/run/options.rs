@@ -230,41 +230,23 @@ pub fn chat_settings(
         (true, false) => SamplingSource::ChatDefaults,
         (false, _) => SamplingSource::Greedy,
     };
-    let from_config = source == SamplingSource::GenerationConfig;
-    let chat_default = source == SamplingSource::ChatDefaults;
-    let when_config = |v: Option<f64>| {
-        if from_config {
-            v.map(|x| x as f32)
-        } else {
-            None
-        }
-    };
-    let temperature = if from_config {
-        g.temperature.unwrap_or(1.0) as f32
-    } else if chat_default {
-        CHAT_TEMPERATURE
-    } else {
-        0.0
-    };
+    // The model's defaults by one rule shared with the server; the flags go over them.
+    let base = match source {
+        SamplingSource::ChatDefaults => SamplerConfig {
+            temperature: CHAT_TEMPERATURE,
+            top_p: CHAT_TOP_P,
+            repeat_penalty: CHAT_REPEAT_PENALTY,
+            ..SamplerConfig::default()
+        },
+        _ => SamplerConfig::default(),
+    }
+    .with_generation_config(g, source == SamplingSource::GenerationConfig);
     let sampler = SamplerConfig {
-        temperature: args.temp.unwrap_or(temperature),
-        top_k: args
-            .top_k
-            .or(if from_config { g.top_k } else { None })
-            .unwrap_or(0),
-        top_p: args
-            .top_p
-            .or(when_config(g.top_p))
-            .unwrap_or(if chat_default { CHAT_TOP_P } else { 1.0 }),
-        min_p: args.min_p.or(when_config(g.min_p)).unwrap_or(0.0),
-        repeat_penalty: args
-            .repeat_penalty
-            .or(g.repetition_penalty.map(|p| p as f32))
-            .unwrap_or(if chat_default {
-                CHAT_REPEAT_PENALTY
-            } else {
-                1.0
-            }),
+        temperature: args.temp.unwrap_or(base.temperature),
+        top_k: args.top_k.unwrap_or(base.top_k),
+        top_p: args.top_p.unwrap_or(base.top_p),
+        min_p: args.min_p.unwrap_or(base.min_p),
+        repeat_penalty: args.repeat_penalty.unwrap_or(base.repeat_penalty),
         presence_penalty: args.presence_penalty,
         frequency_penalty: args.frequency_penalty,
         repeat_last_n: args.repeat_last_n,

@@ -39,6 +39,13 @@ fn hostile_completions_fail_alone_and_the_run_goes_on() {
 fn without_namespaces_the_same_completions_fail_alone() {
     let s = sandbox(1.0, Strength::WithoutNamespaces);
     if !s.isolation().landlock.starts_with("landlock abi") {
+        // The machine, not the data: CI's machine has Landlock, and POCKET_REQUIRE_DATA=1 (set
+        // by CI) makes its absence a failure rather than a skip.
+        assert!(
+            std::env::var_os("POCKET_REQUIRE_DATA").is_none_or(|v| v != "1"),
+            "no Landlock here ({}), and POCKET_REQUIRE_DATA=1 requires it",
+            s.isolation()
+        );
         eprintln!("skipped: no Landlock here ({})", s.isolation());
         return;
     }

@@ -30,23 +30,13 @@ pub struct Defaults {
 impl Defaults {
     pub fn for_model(m: &LoadedModel, max_tokens_limit: usize, context: usize) -> Defaults {
         let g = &m.generation;
-        let sampled = g.do_sample.unwrap_or(false);
-        let when = |v: Option<f64>, d: f32| {
-            if sampled {
-                v.map_or(d, |x| x as f32)
-            } else {
-                d
-            }
+        // OpenAI's defaults under the model's generation_config, by `pocket run`'s rule.
+        let openai = SamplerConfig {
+            temperature: 1.0,
+            ..SamplerConfig::default()
         };
         Defaults {
-            sampler: SamplerConfig {
-                temperature: when(g.temperature, 1.0),
-                top_p: when(g.top_p, 1.0),
-                top_k: if sampled { g.top_k.unwrap_or(0) } else { 0 },
-                min_p: when(g.min_p, 0.0),
-                repeat_penalty: g.repetition_penalty.map_or(1.0, |p| p as f32),
-                ..SamplerConfig::default()
-            },
+            sampler: openai.with_generation_config(g, g.do_sample.unwrap_or(false)),
             max_tokens_limit,
             context,
         }

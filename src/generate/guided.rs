@@ -6,7 +6,8 @@
 //! - sampling reads only the allowed ids ([`Sampler::sample_allowed`]), so the mask is never
 //!   a second pass over the logits.
 
-use super::{Control, FinishReason, Generation, Sequence, PREFILL_CHUNK};
+use super::answer::{guide_step, Next};
+use super::{Control, Generation, Sequence, PREFILL_CHUNK};
 use crate::constrain::Guide;
 use crate::model::{Logits, Model, State};
 use crate::sampler::Sampler;
@@ -39,59 +40,29 @@ pub(super) fn run(
     let capacity = state.cache.capacity();
     let finish_reason = loop {
         let free = capacity - state.cache.len();
-        let end = seq.accept(next, free, |t| {
-            sampler.accept(t);
-            on_token(t)
-        });
-        if let Some(reason) = end {
-            // A limit or the caller ended the answer on a kept token: the guide still takes it,
-            // so whether the text is complete is judged on all of it.
-            if reason != FinishReason::Stop {
-                if guide.active() {
-                    let _ = guide.consume(&[next]);
-                } else {
-                    guide.watch(next);
-                }
-            }
-            break reason;
-        }
-        if guide.active() {
-            guide.consume(&[next])?;
-            if guide.stopped() {
-                break FinishReason::Stop;
-            }
-        } else {
-            guide.watch(next);
-            if !guide.active() {
-                next = super::sample_step(model, state, next, sampler)?;
-                continue;
-            }
-        }
-        let mut batch = vec![next];
-        let forced = guide.forced();
-        let mut end = None;
-        for &f in &forced {
-            let free = capacity - state.cache.len() - batch.len();
-            end = seq.accept(f, free, |t| {
-                sampler.accept(t);
-                on_token(t)
-            });
-            if end != Some(FinishReason::Stop) {
-                batch.push(f);
-                forced_tokens += 1;
-            }
-            if end.is_some() {
-                break;
-            }
-        }
-        guide.consume(&batch[1..])?;
-        if let Some(reason) = end {
-            break reason;
-        }
-        if guide.stopped() {
-            break FinishReason::Stop;
-        }
-        next = forward_sample(model, state, &batch, guide, sampler)?;
+        let step = guide_step(
+            Some(&mut *guide),
+            next,
+            free,
+            &mut forced_tokens,
+            |t, room, _| {
+                seq.accept(t, room, |t| {
+                    sampler.accept(t);
+                    on_token(t)
+                })
+            },
+        )?;
+        next = match step {
+            Next::Done(reason) => break reason,
+            Next::Run {
+                tokens,
+                masked: false,
+            } => super::sample_step(model, state, tokens[0], sampler)?,
+            Next::Run {
+                tokens,
+                masked: true,
+            } => forward_sample(model, state, &tokens, guide, sampler)?,
+        };
     };
     Ok(Generation {
         tokens: seq.tokens,

@@ -9,6 +9,7 @@ use crate::speculate::{SpecStats, Speculator};
 use crate::tokenizer::{TextStream, TextTokenizer};
 use crate::Error;
 
+pub(crate) mod answer;
 mod guided;
 mod speculative;
 mod stop;
@@ -200,7 +201,8 @@ pub fn generate_with(
     assist: Assist,
     mut on_token: impl FnMut(u32) -> Control,
 ) -> Result<Generation, Error> {
-    check_room(state, prompt)?;
+    let capacity = state.cache.capacity();
+    check_room(prompt, capacity.saturating_sub(state.cache.len()), capacity)?;
     match (assist.guide, assist.speculate) {
         (Some(_), Some(_)) => {
             return Err(Error::Invalid(
@@ -260,17 +262,16 @@ pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The prompt is not empty and fits what the KV cache still holds.
-fn check_room(state: &State, prompt: &[u32]) -> Result<(), Error> {
+/// The prompt is not empty and fits the `room` positions a cache of `capacity` has for it:
+/// the one check every loop (single, batched, the server's) makes before a prefill.
+pub(crate) fn check_room(prompt: &[u32], room: usize, capacity: usize) -> Result<(), Error> {
     if prompt.is_empty() {
         return Err(Error::Invalid("the prompt has no tokens".into()));
     }
-    let room = state.cache.capacity().saturating_sub(state.cache.len());
     if prompt.len() > room {
         return Err(Error::Invalid(format!(
-            "the prompt needs {} positions but only {room} of {} are free",
+            "the prompt needs {} positions but only {room} of {capacity} are free",
             prompt.len(),
-            state.cache.capacity()
         )));
     }
     Ok(())
@@ -475,15 +476,9 @@ pub fn generate_text_with(
             }
         },
     )?;
-    if !scan.stopped() {
-        let rest = stream.finish().unwrap_or_default();
-        let mut shown = scan.push(&rest);
-        if !scan.stopped() {
-            shown.push_str(&scan.finish());
-        }
-        if !shown.is_empty() {
-            on_text(&shown);
-        }
+    let shown = answer::release_tail(&mut stream, &mut scan);
+    if !shown.is_empty() {
+        on_text(&shown);
     }
     if scan.stopped() {
         generation.finish_reason = FinishReason::Stop;

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
+mod defaults;
 mod draw;
 
 /// Sampling settings. Serialized with a saved chat, so field names are part of that format.

@@ -27,7 +27,6 @@
 //! [`Model::step_each`]: crate::model::Model::step_each
 //! [`PREFILL_CHUNK`]: crate::generate::PREFILL_CHUNK
 
-mod decoding;
 pub mod logprobs;
 mod prompt_cache;
 mod worker;

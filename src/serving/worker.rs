@@ -5,10 +5,10 @@
 
 mod deciding;
 
-use super::decoding::{Decoding, Next, Taken};
 use super::logprobs::{forced, logprob_of, TokenLogprob};
 use super::prompt_cache::PromptCache;
 use super::{add, Capacity, Event, Failure, Finished, Job, Msg, Shared, BATCH_BUCKETS};
+use crate::generate::answer::{Answer, Next, Taken};
 use crate::generate::{common_prefix, FinishReason, PREFILL_CHUNK};
 use crate::loader::LoadedModel;
 use crate::model::{Logits, State};
@@ -40,7 +40,7 @@ struct Slot<'m> {
 struct Live<'m> {
     /// Admission order (prompt chunks are taken first come, first served).
     order: u64,
-    dec: Decoding<'m>,
+    dec: Answer<'m>,
     /// Tokens to run before the next sample, and how many of them have run.
     todo: Vec<u32>,
     ran: usize,
@@ -262,7 +262,7 @@ fn admit<'m>(
         slot.state.lora = job.lora.clone();
         slot.lora_key = key;
         let job = *job;
-        let dec = Decoding::new(
+        let dec = Answer::new(
             &m.tokenizer,
             &m.stop_ids,
             job.stop,
@@ -390,7 +390,7 @@ fn run_steps(m: &LoadedModel, shared: &Shared, slots: &mut [Slot], tick: u64) {
             })
             .collect();
         let mut states: Vec<&mut State> = Vec::with_capacity(group.len());
-        let mut masked: Vec<&mut Decoding> = Vec::new();
+        let mut masked: Vec<&mut Answer> = Vec::new();
         let mut mask_rows: Vec<usize> = Vec::new();
         for (r, slot) in slots
             .iter_mut()

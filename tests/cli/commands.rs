@@ -108,9 +108,17 @@ fn run_json_matches_transformers_greedy_tokens() {
         assert_eq!(j["prompt_ids"], case["prompt_ids"]);
         let want = case["generated_ids"].as_array().unwrap();
         let got = j["generated_ids"].as_array().unwrap();
-        assert_eq!(&want[..got.len()], &got[..], "{name}");
-        assert!(j["finish_reason"] == "length" || j["finish_reason"] == "stop");
-        assert!(j["timings"]["decode_ms"].as_f64().unwrap() >= 0.0);
+        // The whole answer, not a prefix: one that stops early or runs on fails. A reference
+        // shorter than the 20 allowed ended at the end-of-sequence token, which transformers
+        // lists and pocket's ids leave out; pocket must stop there too.
+        let (finish, answer) = if want.len() == 20 {
+            ("length", &want[..])
+        } else {
+            ("stop", &want[..want.len() - 1])
+        };
+        assert_eq!(answer, &got[..], "{name}");
+        assert_eq!(j["finish_reason"], finish, "{name}");
+        assert!(j["timings"]["decode_ms"].as_f64().unwrap() > 0.0, "{name}");
     }
 }
 
@@ -337,7 +345,7 @@ fn bench_reports_every_figure_as_json() {
     assert_eq!(v["tg_depth"]["depth"], 8);
     assert_eq!(v["threads"], 1);
     assert!(v["peak_rss_bytes"].as_u64().unwrap() > 0);
-    assert!(v["isa"].is_string() && v["load_s"].as_f64().unwrap() >= 0.0);
+    assert!(v["isa"].is_string() && v["load_s"].as_f64().unwrap() > 0.0);
     assert_eq!(
         (&v["activations"], &v["kv"]),
         (&"int8x2".into(), &"f16".into())

@@ -253,17 +253,47 @@ pub fn quantize(src: &std::path::Path, out: &std::path::Path, extra: &[&str]) ->
     serde_json::from_slice(&o.stdout).expect("a JSON report")
 }
 
-/// A model file that a fetch script puts under `models/` (never in the repository): its path
-/// when it is there; otherwise `None`, after saying on stderr which file is missing and what
-/// fetches it, so a skipped check is visible in `--nocapture` output and never silent.
+/// Whether a missing fetched file must fail its test instead of skipping it: CI sets
+/// `POCKET_REQUIRE_DATA=1` after fetching what its tiers need, so a check it meant to run can
+/// never pass by finding nothing to check.
+pub fn data_required() -> bool {
+    std::env::var_os("POCKET_REQUIRE_DATA").is_some_and(|v| v == "1")
+}
+
+/// A model file of the `demo-model` tier (the README's demo GGUF, which `scripts/demo.sh` and
+/// `scripts/fetch-models.sh smollm2` put under `models/`, never in the repository): its path
+/// when it is there. Without it the test fails under `POCKET_REQUIRE_DATA=1`; otherwise it
+/// says on stderr which file is missing and what fetches it, and the caller skips.
 pub fn fetched_model(relative: &str, fetched_by: &str) -> Option<PathBuf> {
     let path = root().join(relative);
     if path.is_file() {
         Some(path)
+    } else if data_required() {
+        panic!(
+            "tier demo-model: {} is missing ({fetched_by}); POCKET_REQUIRE_DATA=1 makes a \
+             missing file a failure",
+            path.display()
+        )
     } else {
-        eprintln!("skipped: needs {} ({fetched_by})", path.display());
+        eprintln!(
+            "skipped (tier demo-model): needs {} ({fetched_by})",
+            path.display()
+        );
         None
     }
+}
+
+/// A model file of an opt-in tier (`#[ignore = "tier …"]` tests, run with `--ignored`): the
+/// test was asked for by name, so a missing file always fails it, naming the file and its
+/// fetch command.
+pub fn tier_model(tier: &str, relative: &str, fetched_by: &str) -> PathBuf {
+    let path = root().join(relative);
+    assert!(
+        path.is_file(),
+        "tier {tier}: {} is missing ({fetched_by})",
+        path.display()
+    );
+    path
 }
 
 /// Mean KL of `build`'s next-token distributions from `source`'s over the README (text no

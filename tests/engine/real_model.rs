@@ -25,7 +25,7 @@ fn load() -> (LoadedModel, Value) {
 }
 
 #[test]
-#[ignore = "needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct (scripts/check-real-model.sh makes it with transformers)"]
+#[ignore = "tier hf-reference: needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct (scripts/check-real-model.sh makes it with transformers)"]
 fn smollm2_greedy_tokens_equal_transformers() {
     let (m, r) = load();
     for case in r["greedy"].as_array().unwrap() {
@@ -40,7 +40,7 @@ fn smollm2_greedy_tokens_equal_transformers() {
 }
 
 #[test]
-#[ignore = "needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct (scripts/check-real-model.sh makes it with transformers)"]
+#[ignore = "tier hf-reference: needs the SmolLM2 HF checkpoint models/smollm2-135m-instruct (scripts/check-real-model.sh makes it with transformers)"]
 fn smollm2_tokenizer_and_template_equal_transformers() {
     let (m, r) = load();
     common::assert_tokenizes(&m, &r["tokenize"]);

@@ -103,7 +103,8 @@ fn fixture_tokenizers_stream_whole_characters() {
 }
 
 /// The real SmolLM2 tokenizer, as built from the demo's GGUF (models/ is not in the
-/// repository: `scripts/demo.sh` and CI fetch it); skips, naming the file, without it.
+/// repository: `scripts/demo.sh` and CI fetch it). Tier demo-model: without the file it skips,
+/// naming it, or fails under `POCKET_REQUIRE_DATA=1`.
 #[test]
 fn smollm2_tokenizer_streams_whole_characters() {
     let Some(gguf) = crate::common::fetched_model(

@@ -147,8 +147,8 @@ fn hostile_gguf_files_fail_cleanly() {
     }
 }
 
-/// Runs whenever the demo model is fetched (`scripts/demo.sh` and CI fetch it); skips, naming
-/// the file, otherwise.
+/// Tier demo-model: runs whenever the demo model is fetched (`scripts/demo.sh` and CI fetch
+/// it); without it skips, naming the file, or fails under `POCKET_REQUIRE_DATA=1`.
 #[test]
 fn smollm2_q4_1_gguf_runs_and_tokenizes_like_hf() {
     let Some(gguf) = common::fetched_model(

@@ -31,7 +31,7 @@ fn load() -> (LoadedModel, Value) {
 }
 
 #[test]
-#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
+#[ignore = "tier hf-reference: needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_greedy_tokens_equal_transformers() {
     let (m, r) = load();
     for case in r["greedy"].as_array().unwrap() {
@@ -72,7 +72,7 @@ fn gemma3_greedy_tokens_equal_transformers() {
 /// before and after the 512-position sliding window fills and the sliding layers' 768-slot
 /// KV ring wraps.
 #[test]
-#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
+#[ignore = "tier hf-reference: needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_long_text_log_probs_equal_transformers() {
     let (m, r) = load();
     let long = &r["long"];
@@ -126,7 +126,7 @@ fn gemma3_long_text_log_probs_equal_transformers() {
 }
 
 #[test]
-#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
+#[ignore = "tier hf-reference: needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_tokenizer_and_size_equal_transformers() {
     let (m, r) = load();
     common::assert_tokenizes(&m, &r["tokenize"]);
@@ -144,18 +144,17 @@ fn gemma3_tokenizer_and_size_equal_transformers() {
 
 /// The tokenizer pocket builds from the GGUF's SentencePiece vocabulary (which lists no merges)
 /// encodes as transformers' tokenizer does, on the reference texts and the 1,200-token text.
-/// Runs whenever the GGUF is fetched (no transformers needed); skips, naming the file, otherwise.
+/// Tier real-models (the GGUF is fetched, no transformers needed).
 #[test]
+#[ignore = "tier real-models: needs the Gemma 3 270M GGUF (scripts/fetch-models.sh gemma3)"]
 fn gemma3_gguf_tokenizer_equals_transformers() {
     let gguf = match std::env::var_os("POCKET_GEMMA3_GGUF") {
         Some(p) => std::path::PathBuf::from(p),
-        None => match common::fetched_model(
+        None => common::tier_model(
+            "real-models",
             "models/download/gemma3/gemma-3-270m-q4_k_m.gguf",
             "scripts/fetch-models.sh gemma3",
-        ) {
-            Some(p) => p,
-            None => return,
-        },
+        ),
     };
     let t0 = std::time::Instant::now();
     let m = crate::common::open_exact(&gguf).unwrap_or_else(|e| panic!("{e}"));
@@ -179,7 +178,7 @@ fn gemma3_gguf_tokenizer_equals_transformers() {
 /// loads: scripts/check-gguf-llamacpp.sh runs those files), and reading it back gives
 /// transformers' ids again.
 #[test]
-#[ignore = "needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
+#[ignore = "tier hf-reference: needs the Gemma 3 270M HF checkpoint models/gemma3-270m (scripts/check-gemma3.sh makes it with transformers)"]
 fn gemma3_gguf_export_keeps_the_tokenizer() {
     let dir = std::env::var_os("POCKET_GEMMA3")
         .map(std::path::PathBuf::from)

@@ -152,7 +152,7 @@ fn inputs(dir: &Path, record: &mut BTreeMap<String, String>) -> Vec<(String, Pat
 }
 
 #[test]
-#[ignore = "a tool for refactors: POCKET_GUARD=record:FILE or check:FILE (see the module doc)"]
+#[ignore = "tier refactor-guard: a tool for refactors, POCKET_GUARD=record:FILE or check:FILE (see the module doc)"]
 fn refactor_guard() {
     let Some(mode) = std::env::var("POCKET_GUARD").ok() else {
         panic!("set POCKET_GUARD=record:FILE or check:FILE");
