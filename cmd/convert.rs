@@ -268,15 +268,11 @@ pub fn progress_bar(quiet: bool) -> ProgressBar {
 }
 
 pub fn print_summary(r: &ConvertReport, seconds: f64) {
-    let kept: Vec<_> = r
-        .tensors
-        .iter()
-        .filter(|t| matches!(t.dtype, QuantType::Ggml(_)))
-        .collect();
+    let kept: Vec<_> = r.tensors.iter().filter(|t| t.carried).collect();
     let quantized: Vec<_> = r
         .tensors
         .iter()
-        .filter(|t| t.dtype.is_quantized() && !matches!(t.dtype, QuantType::Ggml(_)))
+        .filter(|t| t.dtype.is_quantized() && !t.carried)
         .collect();
     let worst = quantized
         .iter()
@@ -302,12 +298,20 @@ pub fn print_summary(r: &ConvertReport, seconds: f64) {
             .iter()
             .map(|(n, c)| format!("{c} {}", n.trim_start_matches("ggml_").to_uppercase()))
             .collect();
-        println!(
-            "kept {} quantized tensors bit for bit from the GGUF ({}): the same model, nothing \
-             re-quantized (--quant TYPE re-quantizes)",
-            kept.len(),
-            list.join(", ")
-        );
+        if quantized.is_empty() {
+            println!(
+                "kept {} quantized tensors bit for bit from the GGUF ({}): the same model, \
+                 nothing re-quantized (--quant TYPE re-quantizes)",
+                kept.len(),
+                list.join(", ")
+            );
+        } else {
+            println!(
+                "kept {} quantized tensors bit for bit from the GGUF ({})",
+                kept.len(),
+                list.join(", ")
+            );
+        }
     }
     if !quantized.is_empty() {
         println!(

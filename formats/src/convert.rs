@@ -31,6 +31,10 @@ pub struct TensorReport {
     pub off_grid: Vec<(usize, usize)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A GGUF's quantized blocks copied as they are (the same weights bit for bit), as against
+    /// a `ggml_*` type the export encoded itself.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub carried: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -318,6 +322,7 @@ fn encode_tensor(
         qat_blocks: None,
         off_grid: Vec::new(),
         note,
+        carried: false,
     };
     // A tensor that keeps its stored type is copied byte for byte.
     if stored == Some(dtype) {
@@ -329,6 +334,7 @@ fn encode_tensor(
             }
             report.bytes = b.len() as u64;
             if let QuantType::Ggml(_) = dtype {
+                report.carried = true;
                 return Ok((b, report, ErrorStats::default()));
             }
             if let Some(block) = dtype.block() {

@@ -303,6 +303,32 @@ fn q4_0_and_q4_1_blocks_requantize_to_our_q4_exactly_where_f16_holds_them() {
 /// `pocket export X.gguf` keeps every quantized tensor's blocks as they are: each weight of
 /// every matrix decodes to the same bits from the `.pocket` as from the GGUF, the file is no
 /// larger, and the model's logits are bit for bit the GGUF's on the default path.
+/// A GGUF re-quantized into ggml types the export encodes itself is not "kept": the report
+/// marks no tensor carried, and the summary says what was quantized instead of claiming the
+/// same model.
+#[test]
+fn re_quantized_ggml_blocks_are_not_reported_as_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/gguf/llama-tiny-q4_0.gguf");
+    let out = tmp.path().join("iq4.pocket");
+    let (srcs, outs) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let args = [
+        "export", srcs, "-o", outs, "--quant", "iq4_nl", "--calib", "none",
+    ];
+    let o = crate::common::pocket_ok(&[&args[..], &["--json"]].concat());
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tensors = report["report"]["tensors"].as_array().unwrap();
+    assert!(tensors.iter().any(|t| t["dtype"] == "ggml_iq4_nl"));
+    assert!(tensors.iter().all(|t| t.get("carried").is_none()));
+    let again = tmp.path().join("iq4-again.pocket");
+    let mut text_args = args;
+    text_args[3] = again.to_str().unwrap();
+    let o = crate::common::pocket_ok(&text_args);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.contains("bit for bit"), "{text}");
+    assert!(text.contains("quantized"), "{text}");
+}
+
 #[test]
 fn export_of_a_gguf_keeps_every_block_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
@@ -335,6 +361,7 @@ fn export_of_a_gguf_keeps_every_block_bit_for_bit() {
             };
             if t["dtype"] != "f32" {
                 assert_eq!(t["dtype"], ty, "{file} {name}");
+                assert_eq!(t["carried"], true, "{file} {name}");
                 kept += 1;
             }
             let (a, b) = (
