@@ -243,8 +243,8 @@ impl<'m> ChatSession<'m> {
         on_text: impl FnMut(&str) -> Control,
     ) -> Result<Turn, Error> {
         let mut guide = self
-            .format
-            .guide(self.model)
+            .model
+            .guide_for(&self.format)
             .map_err(|e| Error::Invalid(e.0))?;
         self.messages.push(message);
         let before = self.messages.clone();
@@ -389,7 +389,7 @@ impl<'m> ChatSession<'m> {
             all.push(Message::new("system", s));
         }
         all.extend(self.messages.iter().cloned());
-        self.format.encode(self.model, &all)
+        self.model.encode_answer_prompt(&self.format, &all)
     }
 
     /// Drops the oldest turns until the prompt leaves room for an answer; the system prompt

@@ -24,7 +24,6 @@ pub mod kv_cache;
 pub mod loader;
 pub mod lora;
 pub mod model;
-pub mod ops;
 pub mod rope;
 pub mod sampler;
 pub mod serving;

@@ -3,6 +3,7 @@
 
 use crate::chat_template::{ChatTemplate, Message};
 use crate::config::EngineConfig;
+use crate::constrain::AnswerFormat;
 use crate::model::Model;
 use crate::tokenizer::TextTokenizer;
 use crate::Error;
@@ -10,6 +11,7 @@ use pocket_formats::hf::tokenizer_config::TOKENIZER;
 use pocket_formats::hf::GenerationConfig;
 use pocket_formats::pocket::TokenizerMeta;
 use pocket_formats::FormatError;
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 pub use pocket_formats::model_file::{ModelFile, TensorInfo};
@@ -198,5 +200,40 @@ impl LoadedModel {
             &self.stop_ids,
         )?;
         Ok(self.grammars.get_or_init(|| g))
+    }
+
+    /// The guide for one answer in `format` ([`AnswerFormat::guide`]) on this model's grammar
+    /// engine.
+    pub fn guide_for(
+        &self,
+        format: &AnswerFormat,
+    ) -> Result<Option<crate::constrain::Guide>, crate::constrain::ConstraintError> {
+        format.guide(self.grammars()?)
+    }
+
+    /// The prompt ids of `messages` with `format`'s tools offered: through the template's `tools`
+    /// when it takes them, else described in the system prompt.
+    pub fn encode_answer_prompt(
+        &self,
+        format: &AnswerFormat,
+        messages: &[Message],
+    ) -> Result<Vec<u32>, Error> {
+        let tools = format.offered_tools();
+        if tools.is_empty() {
+            return self.encode_chat(messages, true);
+        }
+        if self.template.as_ref().is_some_and(|t| t.takes_tools()) {
+            let raw: Vec<Value> = tools.iter().map(|t| t.raw.clone()).collect();
+            return self.encode_chat_tools(messages, Some(&raw), true);
+        }
+        let mut all = messages.to_vec();
+        let text = crate::constrain::tools::system_text(tools);
+        match all.first_mut() {
+            Some(first) if first.role == "system" => {
+                first.content = format!("{}\n\n{text}", first.content);
+            }
+            _ => all.insert(0, Message::new("system", &text)),
+        }
+        self.encode_chat(&all, true)
     }
 }

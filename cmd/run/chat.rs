@@ -357,7 +357,9 @@ impl Chat {
                 let mut next = session.format.clone();
                 let checked = parsed.and_then(|(c, origin)| {
                     next.constraint = Some(c);
-                    next.guide(session.model())
+                    session
+                        .model()
+                        .guide_for(&next)
                         .map_err(|e| anyhow::anyhow!("{origin}: {}", e.0))?;
                     Ok(())
                 });
@@ -390,7 +392,7 @@ impl Chat {
                             next.tool_choice = ToolChoice::Auto;
                         }
                     }
-                    match next.guide(session.model()) {
+                    match session.model().guide_for(&next) {
                         Ok(_) => {
                             session.format = next;
                             ui.note(&format!("(tools offered: {})", names.join(", ")));

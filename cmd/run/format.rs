@@ -105,7 +105,7 @@ pub fn from_args(args: &RunArgs) -> Result<Option<FormatArg>> {
 /// schema keyword, a grammar error) is reported before generation.
 pub fn check(f: &mut FormatArg, m: &LoadedModel) -> Result<()> {
     let t = std::time::Instant::now();
-    f.format.guide(m).map_err(|e| named(&f.origin, e))?;
+    m.guide_for(&f.format).map_err(|e| named(&f.origin, e))?;
     f.setup = t.elapsed();
     Ok(())
 }

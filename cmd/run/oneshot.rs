@@ -43,14 +43,13 @@ pub fn run(
     } else {
         let msgs = messages(args.system.as_deref(), prompt);
         match format {
-            Some(f) => f.format.encode(m, &msgs)?,
+            Some(f) => m.encode_answer_prompt(&f.format, &msgs)?,
             None => m.encode_chat(&msgs, true)?,
         }
     };
     let mut guide = match format {
-        Some(f) => f
-            .format
-            .guide(m)
+        Some(f) => m
+            .guide_for(&f.format)
             .map_err(|e| anyhow::anyhow!("{}: {}", f.origin, e.0))?,
         None => None,
     };

@@ -219,14 +219,14 @@ pub fn chat(
     let settings = settings(m, d, &r.common, seed)?;
     let format = answer_format(r)?;
     let msgs = messages(&r.messages);
-    let prompt = format.encode(m, &msgs).map_err(|e| {
+    let prompt = m.encode_answer_prompt(&format, &msgs).map_err(|e| {
         ApiError::invalid(
             "messages",
             format!("the chat template cannot render them: {e}"),
         )
     })?;
     check_context(d, prompt.len(), "messages")?;
-    let guide = format.guide(m).map_err(|e| {
+    let guide = m.guide_for(&format).map_err(|e| {
         let param = if format.constraint.is_some() {
             "response_format"
         } else {

@@ -19,10 +19,6 @@ pub mod vocab;
 pub use guide::{Grammars, Guide};
 pub use spec::{Constraint, ConstraintError};
 
-use crate::chat_template::Message;
-use crate::loader::LoadedModel;
-use crate::Error;
-use serde_json::Value;
 use tools::{Tool, ToolChoice};
 
 /// How an answer is shaped: at most one constraint on its text, and tools the model may call.
@@ -55,42 +51,20 @@ impl AnswerFormat {
 
     /// The guide for one answer: the constraint; or with tools, a call (`required`, a name),
     /// or a call's arguments once the model opens one (`auto`). `None`: free text.
-    pub fn guide(&self, m: &LoadedModel) -> Result<Option<Guide>, ConstraintError> {
+    /// `g` is the model's grammar engine ([`crate::loader::LoadedModel::grammars`]).
+    pub fn guide(&self, g: &Grammars) -> Result<Option<Guide>, ConstraintError> {
         if let Some(c) = &self.constraint {
-            return m.grammars()?.compile(c).map(Some);
+            return g.compile(c).map(Some);
         }
         if self.offered_tools().is_empty() {
             return Ok(None);
         }
         let lazy = self.tool_choice == ToolChoice::Auto;
         let c = tools::call_constraint(&self.tools, &self.tool_choice, lazy)?;
-        let g = m.grammars()?;
         if lazy {
             g.compile_lazy(&c, tools::CALL_OPEN).map(Some)
         } else {
             g.compile(&c).map(Some)
         }
-    }
-
-    /// The prompt ids of `messages` with the tools offered: through the template's `tools`
-    /// when it takes them, else described in the system prompt.
-    pub fn encode(&self, m: &LoadedModel, messages: &[Message]) -> Result<Vec<u32>, Error> {
-        let tools = self.offered_tools();
-        if tools.is_empty() {
-            return m.encode_chat(messages, true);
-        }
-        if m.template.as_ref().is_some_and(|t| t.takes_tools()) {
-            let raw: Vec<Value> = tools.iter().map(|t| t.raw.clone()).collect();
-            return m.encode_chat_tools(messages, Some(&raw), true);
-        }
-        let mut all = messages.to_vec();
-        let text = tools::system_text(tools);
-        match all.first_mut() {
-            Some(first) if first.role == "system" => {
-                first.content = format!("{}\n\n{text}", first.content);
-            }
-            _ => all.insert(0, Message::new("system", &text)),
-        }
-        m.encode_chat(&all, true)
     }
 }

@@ -19,8 +19,7 @@ pub use stop::{first_stop, StopStrings};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-/// Prompt tokens run per batch: bounds the activations' memory at long prompts.
-pub const PREFILL_CHUNK: usize = 256;
+pub use crate::model::{common_prefix, PREFILL_CHUNK};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -255,11 +254,6 @@ pub fn generate_with(
         forced_tokens: 0,
         speculation: None,
     })
-}
-
-/// How many leading ids `a` and `b` share: what a cache holding `a` can keep for `b`.
-pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The prompt is not empty and fits the `room` positions a cache of `capacity` has for it:

@@ -89,7 +89,7 @@ pub fn rows_tokens_scalar(
             DenseKind::BF16 => dense::decode_bf16(bytes, &mut row),
         }
         for t in 0..n {
-            out[t * count + i] = crate::ops::dot(&row, &x[t * cols..(t + 1) * cols]);
+            out[t * count + i] = super::scalar::dot(&row, &x[t * cols..(t + 1) * cols]);
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod q4_form;
 pub mod q4_packed;
 pub mod q8;
 pub mod q8_packed;
+pub mod scalar;
 pub mod w4a16;
 #[cfg(target_arch = "x86_64")]
 mod x86;

@@ -1,4 +1,4 @@
-//! RMSNorm, dispatched: the scalar definitions are `ops::rms_norm` / `ops::rms_norm_in_place`
+//! RMSNorm, dispatched: the scalar definitions are `scalar::rms_norm` / `scalar::rms_norm_in_place`
 //! (an in-order f32 sum, as transformers). aarch64 has a NEON version (its sum of squares in
 //! 16 lanes, so it differs from the twin by f32 rounding only). x86 keeps the scalar twin: a
 //! norm is under 0.1 % of a decode step there, and the x86 refactor guard pins its bits.
@@ -16,7 +16,7 @@ pub fn rms_norm(cpu: Cpu, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
         return unsafe { super::aarch64::norm::rms_norm(x, w, eps, out) };
     }
     let _ = cpu;
-    crate::ops::rms_norm(x, w, eps, out)
+    super::scalar::rms_norm(x, w, eps, out)
 }
 
 /// [`rms_norm`] in place.
@@ -28,7 +28,7 @@ pub fn rms_norm_in_place(cpu: Cpu, x: &mut [f32], w: &[f32], eps: f32) {
         return unsafe { super::aarch64::norm::rms_norm_in_place(x, w, eps) };
     }
     let _ = cpu;
-    crate::ops::rms_norm_in_place(x, w, eps)
+    super::scalar::rms_norm_in_place(x, w, eps)
 }
 
 #[cfg(test)]
@@ -43,7 +43,7 @@ mod tests {
             let x = rng.vec(n, 3.0);
             let w = rng.vec(n, 1.5);
             let mut want = vec![0.0; n];
-            crate::ops::rms_norm(&x, &w, 1e-6, &mut want);
+            crate::kernels::scalar::rms_norm(&x, &w, 1e-6, &mut want);
             for cpu in crate::kernels::available() {
                 let mut got = vec![f32::NAN; n];
                 rms_norm(cpu, &x, &w, 1e-6, &mut got);

@@ -41,9 +41,12 @@ pub fn dot_rows(cpu: Cpu, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f3
             // shapes and lengths were checked by `check` and the assertion.
             unsafe { super::x86::avx512::q8::dot_rows(w, first, a, y) }
         }
+        // An AVX-512 CPU whose blocks the AVX-512 kernel cannot take runs the AVX2 one (every
+        // level has the ones below it), not the scalar twin.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 if w.block % 32 == 0 => {
-            // SAFETY: as above, for AVX2, FMA and F16C.
+        Isa::Avx512 | Isa::Avx2 if w.block % 32 == 0 => {
+            // SAFETY: the CPU has AVX2, FMA and F16C (the AVX-512 level includes them); shapes
+            // and lengths were checked as above.
             unsafe { super::x86::avx2::q8::dot_rows(w, first, a, y) }
         }
         _ => dot_rows_scalar(w, first, a, y),
@@ -101,20 +104,25 @@ mod tests {
     #[test]
     fn every_isa_matches_the_scalar_twin() {
         let mut rng = Rng(5);
-        for &(rows, cols) in &[(3, 64), (5, 576), (6, 896), (3, 2560)] {
+        // Block 32 too: an AVX-512 CPU runs those on the AVX2 kernel.
+        for (block, &(rows, cols)) in [32usize, 64].into_iter().flat_map(|b| {
+            [(3, 64), (5, 576), (6, 896), (3, 2560)]
+                .iter()
+                .map(move |s| (b, s))
+        }) {
             let v = rng.vec(rows * cols, 0.2);
-            let (bytes, _) = codec::quantize(&v, rows, cols, 64);
+            let (bytes, _) = codec::quantize(&v, rows, cols, block);
             let (codes, scales) = bytes.split_at(rows * cols);
             let w = Q8Matrix {
                 codes,
                 scales,
                 rows,
                 cols,
-                block: 64,
+                block,
             };
             let x = rng.vec(cols, 2.0);
             let mut a = QuantActs::default();
-            a.quantize(crate::kernels::Cpu::detect(), &x, 64, 0);
+            a.quantize(crate::kernels::Cpu::detect(), &x, block, 0);
             let mut want = vec![0.0; rows];
             dot_rows_scalar(&w, 0, &a, &mut want);
             let xd = a.dequantize();
@@ -122,8 +130,8 @@ mod tests {
             for r in 0..rows {
                 codec::dequantize_row(
                     &codes[r * cols..][..cols],
-                    &scales[r * cols / 32..][..cols / 32],
-                    64,
+                    &scales[r * (cols / block) * 2..][..(cols / block) * 2],
+                    block,
                     &mut row,
                 );
                 let f: f32 = row.iter().zip(&xd).map(|(a, b)| a * b).sum();
@@ -134,7 +142,7 @@ mod tests {
                 .iter()
                 .map(|x| {
                     let mut a = QuantActs::default();
-                    a.quantize(crate::kernels::Cpu::detect(), x, 64, 0);
+                    a.quantize(crate::kernels::Cpu::detect(), x, block, 0);
                     a
                 })
                 .collect();
@@ -146,13 +154,19 @@ mod tests {
                     let mut e = vec![0.0; rows - 1];
                     dot_rows_scalar(&w, 1, a, &mut e);
                     for (g, e) in got[t * (rows - 1)..(t + 1) * (rows - 1)].iter().zip(&e) {
-                        assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?} batched");
+                        assert!(
+                            (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                            "{isa:?} block {block} batched"
+                        );
                     }
                 }
                 let mut got = vec![0.0; rows - 1];
                 dot_rows(isa, &w, 1, &a, &mut got);
                 for (g, e) in got.iter().zip(&want[1..]) {
-                    assert!((g - e).abs() <= 1e-5 * (1.0 + e.abs()), "{isa:?}: {g} {e}");
+                    assert!(
+                        (g - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                        "{isa:?} block {block}: {g} {e}"
+                    );
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! hooks that see each layer's input rows (calibrated quantization reads them).
 
 use super::rows::rows_per_task;
-use crate::ops::add_in_place;
+use crate::kernels::scalar::add_in_place;
 use crate::weights::Matrix;
 use rayon::prelude::*;
 

@@ -13,16 +13,26 @@ pub use linear::{Linear, Observer, Site};
 pub use state::State;
 
 use crate::config::EngineConfig;
+use crate::kernels::gate::gate_mul;
 use crate::kernels::gate::Gate;
 use crate::kernels::norm::rms_norm_in_place;
 use crate::kernels::Cpu;
 use crate::kv_cache::{KvCache, KvPrecision};
-use crate::ops::gate_mul;
 use crate::rope::Rope;
 use crate::weights::Matrix;
 use crate::Error;
 use pocket_formats::hf::{Activation, ModelSpec};
 use pocket_formats::model_file::ModelFile;
+
+/// Prompt tokens run per pass: bounds the activations' memory at long prompts. Every caller
+/// that runs a prompt (the generation loops, a draft model catching up, decisions, the
+/// server's scheduler) cuts it here, so their runs, and their rounding, agree.
+pub const PREFILL_CHUNK: usize = 256;
+
+/// How many leading ids `a` and `b` share: what a cache holding `a` can keep for `b`.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
 
 /// Which logits a forward pass returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,8 +6,8 @@
 //! the pool's other workers waiting.
 
 use crate::kernels::norm::{rms_norm, rms_norm_in_place};
+use crate::kernels::scalar::add_in_place;
 use crate::kernels::Cpu;
-use crate::ops::add_in_place;
 use rayon::prelude::*;
 
 /// Values per rayon task, at the least.

@@ -8,8 +8,8 @@
 //! Both models run on the one worker pool, one after the other.
 
 use super::policy::Policy;
-use crate::generate::common_prefix;
 use crate::loader::LoadedModel;
+use crate::model::{common_prefix, PREFILL_CHUNK};
 use crate::model::{Logits, Model, State};
 use crate::sampler::Sampler;
 use crate::Error;
@@ -52,7 +52,7 @@ impl<'m> Draft<'m> {
         // pass's bonus token (a prompt's catch-up is a one-off prefill, left out).
         let start = (ctx.len() - kept <= 2).then(Instant::now);
         let mut logits = Vec::new();
-        for chunk in ctx[kept..].chunks(crate::generate::PREFILL_CHUNK) {
+        for chunk in ctx[kept..].chunks(PREFILL_CHUNK) {
             logits = self
                 .model
                 .forward_batch(&mut self.state, chunk, Logits::Last)?;

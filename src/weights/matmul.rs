@@ -41,7 +41,7 @@ impl Matrix {
             let mut row = vec![0.0f32; self.cols];
             for (i, yi) in ys.iter_mut().enumerate() {
                 self.row(first + i, &mut row);
-                *yi = crate::ops::dot(&row, x);
+                *yi = crate::kernels::scalar::dot(&row, x);
             }
         });
     }

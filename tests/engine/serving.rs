@@ -51,7 +51,7 @@ struct Spec {
 
 fn job(m: &LoadedModel, s: &Spec, leave_after: usize) -> (Job, mpsc::Receiver<Event>) {
     let (tx, rx) = mpsc::channel();
-    let guide = s.format.as_ref().and_then(|f| f.guide(m).unwrap());
+    let guide = s.format.as_ref().and_then(|f| m.guide_for(f).unwrap());
     let job = Job {
         prompt: s.prompt.clone(),
         sampler: s.sampler.clone(),
@@ -115,7 +115,7 @@ fn collect(rx: &mpsc::Receiver<Event>) -> Outcome {
 fn alone(m: &LoadedModel, s: &Spec) -> (Vec<u32>, String, FinishReason) {
     let mut state = m.model.new_state(256);
     let mut sampler = Sampler::new(s.sampler.clone());
-    let mut guide = s.format.as_ref().and_then(|f| f.guide(m).unwrap());
+    let mut guide = s.format.as_ref().and_then(|f| m.guide_for(f).unwrap());
     let stop = StopAt {
         ids: &m.stop_ids,
         strings: &s.stop,

@@ -547,8 +547,14 @@ fn none_offers_no_tools_and_an_untriggered_auto_guide_changes_nothing() {
     };
     // none: the prompt is the plain conversation's, no tools described.
     let plain = m.encode_chat(&user, true).unwrap();
-    assert_eq!(format(ToolChoice::None).encode(&m, &user).unwrap(), plain);
-    let offered = format(ToolChoice::Auto).encode(&m, &user).unwrap();
+    assert_eq!(
+        m.encode_answer_prompt(&format(ToolChoice::None), &user)
+            .unwrap(),
+        plain
+    );
+    let offered = m
+        .encode_answer_prompt(&format(ToolChoice::Auto), &user)
+        .unwrap();
     assert!(m
         .tokenizer
         .decode(&offered, false)

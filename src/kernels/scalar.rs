@@ -1,5 +1,6 @@
-//! Element-wise operations of the decoder, in plain f32. These are the scalar definitions the
-//! SIMD kernels of a later stage must reproduce.
+//! Element-wise operations of the decoder, in plain f32: the portable floor of the kernels.
+//! These are the scalar definitions the SIMD kernels reproduce (norm.rs dispatches RMSNorm
+//! over them; dense.rs and the f32 mat-vec fall back to `dot`).
 
 /// RMSNorm as transformers computes it: `w * (x / sqrt(mean(x²) + eps))`, all in f32.
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
@@ -18,18 +19,6 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     for (v, &w) in x.iter_mut().zip(weight) {
         *v = w * (*v * inv);
     }
-}
-
-/// The MLP's gate activation times `up`, into `gate`: SwiGLU's `silu(gate) · up` or Gemma's
-/// `gelu_tanh(gate) · up` (GELU's tanh approximation, transformers' `gelu_pytorch_tanh`), both
-/// as `g / (1 + e^{a(g)}) · u` (`kernels::gate`; within 2e-6 of the textbook forms).
-pub fn gate_mul(
-    cpu: crate::kernels::Cpu,
-    act: crate::kernels::gate::Gate,
-    gate: &mut [f32],
-    up: &[f32],
-) {
-    crate::kernels::gate::gate_mul(cpu, act, gate, up)
 }
 
 /// Numerically stable softmax in place.
