@@ -116,7 +116,7 @@ pub fn convert(
         Some(m) => {
             let set = m.model.lora.as_ref().expect("--lora attached its adapters");
             merge_note(&source, input);
-            Some(pocket::lora::merge::Merge::new(&m.model, set)?)
+            Some(pocket::model::merge::Merge::new(&m.model, set)?)
         }
         None => None,
     };

@@ -257,7 +257,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
         Some(m) => {
             crate::convert::merge_note(&source, &args.input);
             let set = m.model.lora.as_ref().expect("--lora attached its adapters");
-            Some(pocket::lora::merge::Merge::new(&m.model, set)?)
+            Some(pocket::model::merge::Merge::new(&m.model, set)?)
         }
         None => None,
     };

@@ -68,7 +68,7 @@ pub fn open_model(
         {
             bail!("--lora {spec}: the name {name:?} is given twice");
         }
-        let a = pocket::lora::Adapter::open(&m.model, &p, &name).context("--lora")?;
+        let a = m.model.open_adapter(&p, &name).context("--lora")?;
         adapters.push((std::sync::Arc::new(a), scale));
     }
     if !adapters.is_empty() {

@@ -5,18 +5,15 @@
 //! server's continuous batch runs requests with different adapters in one pass, the base's
 //! weights read once and each row adding its own adapters.
 //!
-//! [`Adapter::attach`] checks a file's adapter against the base: every target must be a weight
+//! [`Model::attach_adapter`](crate::model::Model::attach_adapter) checks a file's adapter against the base: every target must be a weight
 //! of the base with the same shape, and a mismatch is refused naming the module and both
 //! shapes.
 
-pub mod merge;
-
 use crate::kernels::lora::Rows;
-use crate::model::Model;
-use crate::Error;
-use pocket_formats::lora::{LoraAdapter, LoraModule};
+
+use pocket_formats::lora::LoraModule;
 use std::borrow::Cow;
-use std::path::Path;
+
 use std::sync::Arc;
 
 /// Which linear layer of a decoder layer.
@@ -69,7 +66,7 @@ pub struct LowRank {
 }
 
 impl LowRank {
-    fn from_module(m: &LoraModule, head_dim: usize) -> LowRank {
+    pub(crate) fn from_module(m: &LoraModule, head_dim: usize) -> LowRank {
         let (r, rows) = (m.rank, m.rows);
         let mut bt = vec![0f32; r * rows];
         for o in 0..rows {
@@ -141,7 +138,7 @@ impl Factor {
     }
 
     /// Kept in f16 from now on (round to nearest even).
-    fn halve(&mut self) {
+    pub(crate) fn halve(&mut self) {
         if let Factor::F32(v) = self {
             *self = Factor::F16(
                 v.iter()
@@ -181,127 +178,6 @@ pub struct Adapter {
 }
 
 impl Adapter {
-    /// Reads an adapter file and checks it against `model`.
-    pub fn open(model: &Model, path: &Path, name: &str) -> Result<Adapter, Error> {
-        let file = pocket_formats::lora::open(path)?;
-        Adapter::attach(model, &file, name)
-    }
-
-    pub fn attach(model: &Model, f: &LoraAdapter, name: &str) -> Result<Adapter, Error> {
-        let s = &model.spec;
-        let path = f.path.display();
-        if let Some(arch) = &f.architecture {
-            if pocket_formats::hf::Family::from_model_type(arch) != Some(s.family) {
-                return Err(Error::Invalid(format!(
-                    "{path}: an adapter for a {arch} model; the base is {}",
-                    s.family.as_str()
-                )));
-            }
-        }
-        let mut new_head = None;
-        for r in &f.replaced {
-            if r.target != "lm_head.weight" {
-                return Err(Error::Invalid(format!(
-                    "{path}: replaces {} whole (modules_to_save); pocket runs adapters of linear \
-                     layers and embeddings, and new output heads (merge this one into the base \
-                     first)",
-                    r.target
-                )));
-            }
-            if r.shape != [s.vocab_size, s.hidden_size] {
-                return Err(Error::Invalid(format!(
-                    "{path}: module lm_head.weight: the adapter's new head is {:?}; the base's is \
-                     [{}, {}]",
-                    r.shape, s.vocab_size, s.hidden_size
-                )));
-            }
-            let bytes: Vec<u8> = r.values.iter().flat_map(|v| v.to_le_bytes()).collect();
-            let view = pocket_formats::bytes::ByteView::from_bytes(&bytes)
-                .map_err(|e| Error::Invalid(format!("{path}: {e}")))?;
-            new_head = Some(crate::weights::Matrix::new(
-                "lm_head.weight (adapter)",
-                s.vocab_size,
-                s.hidden_size,
-                pocket_formats::quant::QuantType::F32,
-                view,
-                model.config,
-            )?);
-        }
-        let mut layers: Vec<[Option<LowRank>; 7]> =
-            (0..s.num_layers).map(|_| Default::default()).collect();
-        let mut embed = None;
-        let mut head = None;
-        let mut ranks = Vec::new();
-        for m in &f.modules {
-            let shape = |what: &str, want: (usize, usize)| -> Result<(), Error> {
-                let got = if m.embedding {
-                    (m.cols, m.rows)
-                } else {
-                    (m.rows, m.cols)
-                };
-                if got != want {
-                    return Err(Error::Invalid(format!(
-                        "{path}: module {}: the adapter's {what} is [{}, {}]; the base's is [{}, {}]",
-                        m.target, got.0, got.1, want.0, want.1
-                    )));
-                }
-                Ok(())
-            };
-            ranks.push(m.rank);
-            if m.target == "model.embed_tokens.weight" {
-                if !m.embedding {
-                    return Err(Error::Invalid(format!(
-                        "{path}: module {}: a linear LoRA on the embedding",
-                        m.target
-                    )));
-                }
-                shape("embedding", (s.vocab_size, s.hidden_size))?;
-                embed = Some(LowRank::from_module(m, s.head_dim));
-                continue;
-            }
-            if m.target == "lm_head.weight" {
-                shape("output head", (s.vocab_size, s.hidden_size))?;
-                head = Some(LowRank::from_module(m, s.head_dim));
-                continue;
-            }
-            let found = (0..s.num_layers).find_map(|l| {
-                Target::ALL
-                    .iter()
-                    .position(|t| m.target == format!("model.layers.{l}.{}.weight", t.module()))
-                    .map(|t| (l, t))
-            });
-            let Some((l, t)) = found else {
-                return Err(Error::Invalid(format!(
-                    "{path}: module {} is not a linear layer of this {} base ({} layers)",
-                    m.target,
-                    s.family.as_str(),
-                    s.num_layers
-                )));
-            };
-            let w = &model.layers[l].linears()[t].weight;
-            shape("weight", (w.rows, w.cols))?;
-            let mut lr = LowRank::from_module(m, s.head_dim);
-            if w.quantizes_activations() {
-                lr.a.halve();
-                lr.bt.halve();
-            }
-            layers[l][t] = Some(lr);
-        }
-        Ok(Adapter {
-            name: name.to_string(),
-            path: f.path.clone(),
-            modules: f.modules.len(),
-            layers,
-            embed,
-            head,
-            new_head,
-            ranks,
-            source: f.source.name(),
-            alpha: f.alpha,
-            rslora: f.rslora,
-        })
-    }
-
     /// Bytes of the adapter's factors as kept (f16 beside int8 layers, else f32).
     pub fn bytes(&self) -> usize {
         self.layers

@@ -4,8 +4,10 @@
 //! Hugging Face ones, so this file reads side by side with transformers' modeling code.
 
 mod adapt;
+mod attach;
 mod forward;
 mod linear;
+pub mod merge;
 mod rows;
 mod state;
 

@@ -521,18 +521,18 @@ fn shutdown_fails_waiting_jobs_and_lets_running_ones_finish() {
 /// was computed with.
 #[test]
 fn requests_with_different_adapters_share_a_batch_each_answering_as_alone() {
-    use pocket::lora::{Adapter, AdapterSet};
+    use pocket::lora::AdapterSet;
     let m = Arc::new(crate::common::open(&crate::common::tiny("qwen2-tiny")).unwrap());
     let open = |name: &str| {
         Arc::new(
-            Adapter::open(
-                &m.model,
-                &crate::common::root()
-                    .join("fixtures/lora/qwen2-tiny")
-                    .join(name),
-                name,
-            )
-            .unwrap(),
+            m.model
+                .open_adapter(
+                    &crate::common::root()
+                        .join("fixtures/lora/qwen2-tiny")
+                        .join(name),
+                    name,
+                )
+                .unwrap(),
         )
     };
     let (all, patterns) = (open("all"), open("patterns"));

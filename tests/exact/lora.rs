@@ -4,7 +4,7 @@
 //! from `modules_to_save`) and with two adapters at once at their scales, on the f32 path.
 
 use crate::common::{open_exact, root};
-use pocket::lora::{Adapter, AdapterSet};
+use pocket::lora::AdapterSet;
 use pocket::model::Logits;
 use pocket_formats::hf::SafetensorsFile;
 use std::sync::Arc;
@@ -28,12 +28,9 @@ fn adapters_equal_peft_at_every_position() {
         let ids = ids_of(model);
         let open = |name: &str| {
             Arc::new(
-                Adapter::open(
-                    &m.model,
-                    &root().join("fixtures/lora").join(model).join(name),
-                    name,
-                )
-                .unwrap(),
+                m.model
+                    .open_adapter(&root().join("fixtures/lora").join(model).join(name), name)
+                    .unwrap(),
             )
         };
         let mut cases: Vec<(String, AdapterSet)> = ["all", "embed_head", "patterns", "saved"]
@@ -89,7 +86,7 @@ fn gguf_adapters_on_a_gguf_base_equal_peft() {
     let m = open_exact(&root().join("fixtures/gguf/llama-tiny-f32.gguf")).unwrap();
     for case in ["all", "embed_head"] {
         let path = root().join(format!("fixtures/lora/llama-tiny.{case}.gguf"));
-        let a = Arc::new(Adapter::open(&m.model, &path, case).unwrap());
+        let a = Arc::new(m.model.open_adapter(&path, case).unwrap());
         let mut st = m.model.new_state(256);
         st.lora = Some(Arc::new(AdapterSet {
             adapters: vec![(a, 1.0)],
@@ -144,7 +141,7 @@ fn a_merged_export_equals_the_unmerged_run() {
         let m = open_exact(path).unwrap();
         let mut st = m.model.new_state(256);
         if let Some((a, s)) = lora {
-            let a = Arc::new(Adapter::open(&m.model, a, "a").unwrap());
+            let a = Arc::new(m.model.open_adapter(a, "a").unwrap());
             st.lora = Some(Arc::new(AdapterSet {
                 adapters: vec![(a, s)],
             }));
@@ -214,7 +211,7 @@ fn merges_reach_gguf_and_mnn_exports() {
     let base = root().join("fixtures/tiny/llama-tiny");
     let adapter = root().join("fixtures/lora/llama-tiny/all");
     let m = open_exact(&base).unwrap();
-    let a = Arc::new(Adapter::open(&m.model, &adapter, "all").unwrap());
+    let a = Arc::new(m.model.open_adapter(&adapter, "all").unwrap());
     let mut st = m.model.new_state(256);
     st.lora = Some(Arc::new(AdapterSet {
         adapters: vec![(a, 1.0)],

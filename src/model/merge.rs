@@ -3,8 +3,8 @@
 //! time from the adapters as the engine attached them (so a GGUF base's q/k rows are already in
 //! HF order).
 
-use super::{AdapterSet, LowRank, Target};
-use crate::model::Model;
+use super::Model;
+use crate::lora::{AdapterSet, LowRank, Target};
 use crate::Error;
 use pocket_formats::convert::Edits;
 
