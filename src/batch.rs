@@ -32,7 +32,6 @@ struct Live<'a> {
     next: u32,
     /// `next` has not been taken into the answer yet.
     pending: bool,
-    finish: Option<FinishReason>,
     /// Prompt tokens run (the rest came from a shared prefix).
     run: usize,
     prefill: std::time::Duration,
@@ -90,9 +89,8 @@ pub fn generate_text_queue<'t, 's>(
             l.pending = false;
             let free = state.cache.capacity() - state.cache.len();
             if let Next::Done(reason) = l.answer.advance(l.next, free, |_| {})? {
-                l.finish = Some(reason);
                 let (i, l) = slot.take().expect("live slot");
-                done(i, finish(l))?;
+                done(i, finish(l, reason))?;
             }
         }
         let active: Vec<usize> = (0..slots.len()).filter(|&b| slots[b].is_some()).collect();
@@ -200,15 +198,14 @@ fn prefill<'a>(
         run: p.len() - from,
         next,
         pending: true,
-        finish: None,
         prefill: start.elapsed(),
         decode: std::time::Duration::ZERO,
     })
 }
 
 /// The answer's text, cut as `generate_text` cuts it.
-fn finish(mut l: Live) -> TextGeneration {
-    let end = l.answer.finish(l.finish.unwrap_or(FinishReason::Length));
+fn finish(mut l: Live, reason: FinishReason) -> TextGeneration {
+    let end = l.answer.finish(reason);
     TextGeneration {
         generation: Generation {
             forced_tokens: 0,
