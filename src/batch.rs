@@ -217,5 +217,6 @@ fn finish(mut l: Live, reason: FinishReason) -> TextGeneration {
             decode_time: l.decode,
         },
         text: end.text,
+        complete: end.complete,
     }
 }

@@ -308,7 +308,7 @@ impl<'m> ChatSession<'m> {
                 return Err(e);
             }
         };
-        let complete = guide.as_mut().is_none_or(|g| !g.active() || g.accepting());
+        let complete = out.complete;
         let mut answer = Message::new("assistant", &out.text);
         let mut tool_calls = Vec::new();
         if !self.format.offered_tools().is_empty() {

@@ -2,9 +2,12 @@
 //! place. [`Answer::advance`] does, in order, the sequence limits, the sampler's window, the
 //! streamed text, stop strings and the guide's consume / watch / forced tokens, and returns
 //! the tokens to run next; [`Answer::finish`] ends the text. The server's scheduler and the
-//! batched eval loop drive it; the single-stream guided loop shares its guide step
-//! ([`guide_step`]). tests/engine/serving.rs holds its answers to `generate_text_with`'s,
-//! token for token.
+//! batched eval loop drive it. The single-stream loops (generate/single.rs, with or without a
+//! guide, and generate/speculative.rs) are built from its parts: [`guide_step`] for the turn,
+//! [`Sequence::accept`] for the limits, [`TextSide`] for the text (`generate_text_with`), and
+//! [`completed`] for the constraint's verdict, so each rule is written once.
+//! tests/engine/serving.rs holds the server's answers to `generate_text_with`'s, token for
+//! token.
 
 use super::{answer_text, Control, FinishReason, Sequence, StopStrings};
 use crate::constrain::Guide;
@@ -16,10 +19,10 @@ use toktrie::SimpleVob;
 /// What an answer needs after a token was taken.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Next {
-    /// Run these tokens (the first is the token just taken; any others were forced by the
-    /// constraint), then sample from the last one's logits, under the guide's mask when
-    /// `masked`.
-    Run { tokens: Vec<u32>, masked: bool },
+    /// Run the token just taken, then `forced` (tokens the constraint appended; empty, with
+    /// no allocation, without one), then sample from the last one's logits, under the
+    /// guide's mask when `masked`.
+    Run { forced: Vec<u32>, masked: bool },
     /// The answer ended.
     Done(FinishReason),
 }
@@ -46,9 +49,7 @@ pub(crate) struct Answer<'m> {
     pub seq: Sequence<'m>,
     pub sampler: Sampler,
     pub guide: Option<Guide>,
-    stream: TextStream<'m>,
-    scan: StopStrings<'static>,
-    tokenizer: &'m TextTokenizer,
+    text: TextSide<'m, 'static>,
     pub forced_tokens: usize,
 }
 
@@ -74,9 +75,7 @@ impl<'m> Answer<'m> {
             seq: Sequence::new(stop_ids, max_tokens.max(1)),
             sampler,
             guide,
-            stream: TextStream::new(tokenizer),
-            scan: StopStrings::owned(stop),
-            tokenizer,
+            text: TextSide::new(tokenizer, StopStrings::owned(stop)),
             forced_tokens: 0,
         }
     }
@@ -125,10 +124,8 @@ impl<'m> Answer<'m> {
             seq,
             sampler,
             guide,
-            stream,
-            scan,
+            text,
             forced_tokens,
-            ..
         } = self;
         guide_step(
             guide.as_mut(),
@@ -136,7 +133,23 @@ impl<'m> Answer<'m> {
             free,
             forced_tokens,
             |token, room, forced| {
-                accept_text(seq, sampler, stream, scan, token, room, forced, &mut take)
+                let end = seq.accept(token, room, |t| {
+                    sampler.accept(t);
+                    take(Taken {
+                        id: t,
+                        text: text.push(t),
+                        forced,
+                    });
+                    match text.stopped() {
+                        true => Control::Stop,
+                        false => Control::Continue,
+                    }
+                });
+                // Only a stop string interrupts here, and it ends the answer as a stop.
+                match end {
+                    Some(FinishReason::Interrupted) => Some(FinishReason::Stop),
+                    e => e,
+                }
             },
         )
     }
@@ -144,66 +157,74 @@ impl<'m> Answer<'m> {
     /// The answer's end, as `generate_text_with` finishes it: held-back text released, a
     /// stop string's cut applied, the constraint's completeness judged.
     pub fn finish(&mut self, mut reason: FinishReason) -> Ending {
-        let tail = release_tail(&mut self.stream, &mut self.scan);
-        if self.scan.stopped() {
-            reason = FinishReason::Stop;
-        }
-        let text = answer_text(
-            self.tokenizer,
-            &self.seq.tokens,
-            self.scan.stops(),
-            self.scan.stopped(),
-        );
-        let complete = self
-            .guide
-            .as_mut()
-            .is_none_or(|g| !g.active() || g.accepting());
+        let (tail, text) = self.text.end(&self.seq.tokens, &mut reason);
         Ending {
             reason,
             text,
             tail,
-            complete,
+            complete: completed(self.guide.as_mut()),
         }
     }
 }
 
-/// [`Sequence::accept`] with the text side of `generate_text_with`: the sampler's window, the
-/// streamed piece, stop strings (which end the answer as a stop).
-#[allow(clippy::too_many_arguments)]
-fn accept_text(
-    seq: &mut Sequence,
-    sampler: &mut Sampler,
-    stream: &mut TextStream,
-    scan: &mut StopStrings,
-    token: u32,
-    free: usize,
-    forced: bool,
-    take: &mut impl FnMut(Taken),
-) -> Option<FinishReason> {
-    let end = seq.accept(token, free, |t| {
-        sampler.accept(t);
-        let piece = stream.push(t).unwrap_or_default();
-        take(Taken {
-            id: t,
-            text: scan.push(&piece),
-            forced,
-        });
-        match scan.stopped() {
-            true => Control::Stop,
-            false => Control::Continue,
+/// Whether an answer's constraint, if it has one, was complete when the answer ended: false
+/// when a limit or the caller cut it while it still needed text.
+pub(crate) fn completed(guide: Option<&mut Guide>) -> bool {
+    guide.is_none_or(|g| !g.active() || g.accepting())
+}
+
+/// The text side of an answer: each token's piece streamed as whole characters, held back
+/// while it could begin a stop string; at the end, the held-back tail and the answer's text
+/// as kept. The server's [`Answer`] and `generate_text_with` both end their text here.
+pub(crate) struct TextSide<'t, 's> {
+    stream: TextStream<'t>,
+    scan: StopStrings<'s>,
+    tokenizer: &'t TextTokenizer,
+}
+
+impl<'t, 's> TextSide<'t, 's> {
+    pub fn new(tokenizer: &'t TextTokenizer, scan: StopStrings<'s>) -> TextSide<'t, 's> {
+        TextSide {
+            stream: TextStream::new(tokenizer),
+            scan,
+            tokenizer,
         }
-    });
-    match end {
-        Some(FinishReason::Interrupted) => Some(FinishReason::Stop),
-        e => e,
+    }
+
+    /// Takes a kept token and returns the text that may be shown now (possibly empty).
+    pub fn push(&mut self, id: u32) -> String {
+        let piece = self.stream.push(id).unwrap_or_default();
+        self.scan.push(&piece)
+    }
+
+    /// True once a stop string was reached.
+    pub fn stopped(&self) -> bool {
+        self.scan.stopped()
+    }
+
+    /// Ends the text of the answer whose kept tokens are `tokens`: returns the held-back tail
+    /// still to show and the whole text as kept, and makes `reason` a stop when a stop string
+    /// ended the answer (possibly one completed by the tail).
+    pub fn end(&mut self, tokens: &[u32], reason: &mut FinishReason) -> (String, String) {
+        let tail = release_tail(&mut self.stream, &mut self.scan);
+        if self.scan.stopped() {
+            *reason = FinishReason::Stop;
+        }
+        let text = answer_text(
+            self.tokenizer,
+            tokens,
+            self.scan.stops(),
+            self.scan.stopped(),
+        );
+        (tail, text)
     }
 }
 
 /// What one turn of a generation loop does with a sampled token `next` when `free` positions
 /// are left: `accept(token, free, forced)` takes each token that joins the answer (the
 /// sampled one, then any the guide forces) and says whether that ends it; the guide consumes
-/// or watches them. Returns the tokens to run next, masked when the guide is active. Without
-/// a guide: the token, unmasked, or the end. Every loop under a constraint runs this one
+/// or watches them. Returns what runs next (the token and any forced ones), masked when the
+/// guide is active. Without a guide: the token, unmasked, or the end. Every loop under a constraint runs this one
 /// function, so they end an answer and force tokens alike.
 pub(crate) fn guide_step(
     guide: Option<&mut Guide>,
@@ -217,7 +238,7 @@ pub(crate) fn guide_step(
         return Ok(match end {
             Some(reason) => Next::Done(reason),
             None => Next::Run {
-                tokens: vec![next],
+                forced: Vec::new(),
                 masked: false,
             },
         });
@@ -243,25 +264,25 @@ pub(crate) fn guide_step(
         guide.watch(next);
         if !guide.active() {
             return Ok(Next::Run {
-                tokens: vec![next],
+                forced: Vec::new(),
                 masked: false,
             });
         }
     }
-    let mut batch = vec![next];
+    let mut forced = Vec::new();
     let mut end = None;
     for f in guide.forced() {
-        let room = free.saturating_sub(batch.len());
+        let room = free.saturating_sub(1 + forced.len());
         end = accept(f, room, true);
         if end != Some(FinishReason::Stop) {
-            batch.push(f);
+            forced.push(f);
             *forced_tokens += 1;
         }
         if end.is_some() {
             break;
         }
     }
-    guide.consume(&batch[1..])?;
+    guide.consume(&forced)?;
     if let Some(reason) = end {
         return Ok(Next::Done(reason));
     }
@@ -269,7 +290,7 @@ pub(crate) fn guide_step(
         return Ok(Next::Done(FinishReason::Stop));
     }
     Ok(Next::Run {
-        tokens: batch,
+        forced,
         masked: true,
     })
 }

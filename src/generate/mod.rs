@@ -1,23 +1,26 @@
-//! The generation loop: prefill the prompt, then sample token by token until an end-of-sequence
-//! token, the token budget, the context limit, or the caller says stop. [`generate_text`] adds
-//! the text side: streaming complete characters and ending at stop strings.
+//! Generating an answer: prefill the prompt, then sample token by token until an
+//! end-of-sequence token, the token budget, the context limit, or the caller says stop.
+//! [`generate_with`] picks the loop (single.rs, with or without a constraint, or
+//! speculative.rs); [`generate_text`] adds the text side (answer.rs's `TextSide`): streaming
+//! complete characters and ending at stop strings.
 
 use crate::constrain::Guide;
 use crate::model::{Logits, Model, State};
 use crate::sampler::Sampler;
 use crate::speculate::{SpecStats, Speculator};
-use crate::tokenizer::{TextStream, TextTokenizer};
+use crate::tokenizer::TextTokenizer;
 use crate::Error;
+use answer::TextSide;
 
 pub(crate) mod answer;
-mod guided;
+mod single;
 mod speculative;
 mod stop;
 
 pub use stop::{first_stop, StopStrings};
 
 use serde::Serialize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use crate::model::{common_prefix, PREFILL_CHUNK};
 
@@ -114,6 +117,21 @@ impl<'a> Sequence<'a> {
         }
         None
     }
+
+    /// [`accept`](Self::accept) for the token-level loops: a kept token joins the sampler's
+    /// penalty window, then the caller sees it.
+    pub(crate) fn take(
+        &mut self,
+        token: u32,
+        free_positions: usize,
+        sampler: &mut Sampler,
+        on_token: &mut impl FnMut(u32) -> Control,
+    ) -> Option<FinishReason> {
+        self.accept(token, free_positions, |t| {
+            sampler.accept(t);
+            on_token(t)
+        })
+    }
 }
 
 /// Runs `prompt` (all of it is new: the caller truncates the cache to the shared prefix first)
@@ -198,62 +216,29 @@ pub fn generate_with(
     stop_ids: &[u32],
     max_tokens: usize,
     assist: Assist,
-    mut on_token: impl FnMut(u32) -> Control,
+    on_token: impl FnMut(u32) -> Control,
 ) -> Result<Generation, Error> {
     let capacity = state.cache.capacity();
     check_room(prompt, capacity.saturating_sub(state.cache.len()), capacity)?;
     match (assist.guide, assist.speculate) {
-        (Some(_), Some(_)) => {
-            return Err(Error::Invalid(
-                "speculative decoding does not combine with a constraint yet".into(),
-            ))
-        }
-        (Some(guide), None) => {
-            return guided::run(
-                model, state, prompt, sampler, stop_ids, max_tokens, guide, on_token,
-            )
-        }
-        (None, Some(spec)) => {
-            return speculative::run(
-                model,
-                state,
-                assist.context,
-                prompt,
-                sampler,
-                stop_ids,
-                max_tokens,
-                spec,
-                on_token,
-            )
-        }
-        (None, None) => {}
+        (Some(_), Some(_)) => Err(Error::Invalid(
+            "speculative decoding does not combine with a constraint yet".into(),
+        )),
+        (None, Some(spec)) => speculative::run(
+            model,
+            state,
+            assist.context,
+            prompt,
+            sampler,
+            stop_ids,
+            max_tokens,
+            spec,
+            on_token,
+        ),
+        (guide, None) => single::run(
+            model, state, prompt, sampler, stop_ids, max_tokens, guide, on_token,
+        ),
     }
-    let start = Instant::now();
-    let mut next = prefill(model, state, prompt, sampler)?;
-    let prefill_time = start.elapsed();
-
-    let start = Instant::now();
-    let mut seq = Sequence::new(stop_ids, max_tokens);
-    let finish_reason = loop {
-        let free = state.cache.capacity() - state.cache.len();
-        let end = seq.accept(next, free, |t| {
-            sampler.accept(t);
-            on_token(t)
-        });
-        if let Some(reason) = end {
-            break reason;
-        }
-        next = sample_step(model, state, next, sampler)?;
-    };
-    Ok(Generation {
-        tokens: seq.tokens,
-        finish_reason,
-        prefill_tokens: prompt.len(),
-        prefill_time,
-        decode_time: start.elapsed(),
-        forced_tokens: 0,
-        speculation: None,
-    })
 }
 
 /// The prompt is not empty and fits the `room` positions a cache of `capacity` has for it:
@@ -372,6 +357,9 @@ pub struct TextGeneration {
     pub generation: Generation,
     /// The tokens decoded without special tokens, cut before the first stop string.
     pub text: String,
+    /// False when a limit or the caller cut the answer before its constraint was complete
+    /// (always true without one).
+    pub complete: bool,
 }
 
 /// [`generate`] with text: `on_text` is called at every generated token with the text it
@@ -438,18 +426,18 @@ pub fn generate_text_with(
     assist: Assist,
     mut on_text: impl FnMut(&str) -> Control,
 ) -> Result<TextGeneration, Error> {
-    let strings: &[String] = if assist.guide.is_some() {
-        &[]
-    } else {
-        stop.strings
+    let Assist {
+        mut guide,
+        speculate,
+        context,
+    } = assist;
+    let strings: &[String] = if guide.is_some() { &[] } else { stop.strings };
+    let mut text = TextSide::new(tokenizer, StopStrings::new(strings));
+    let assist = Assist {
+        guide: guide.as_deref_mut(),
+        speculate,
+        context,
     };
-    let stop = &StopAt {
-        ids: stop.ids,
-        strings,
-        max_tokens: stop.max_tokens,
-    };
-    let mut stream = TextStream::new(tokenizer);
-    let mut scan = StopStrings::new(stop.strings);
     let mut generation = generate_with(
         model,
         state,
@@ -459,26 +447,24 @@ pub fn generate_text_with(
         stop.max_tokens,
         assist,
         |id| {
-            let piece = stream.push(id).unwrap_or_default();
-            let shown = scan.push(&piece);
+            let shown = text.push(id);
             // Called even with no text, so a caller's stop check runs at every token.
             let control = on_text(&shown);
-            if scan.stopped() {
-                Control::Stop
-            } else {
-                control
+            match text.stopped() {
+                true => Control::Stop,
+                false => control,
             }
         },
     )?;
-    let shown = answer::release_tail(&mut stream, &mut scan);
-    if !shown.is_empty() {
-        on_text(&shown);
+    let (tail, text) = text.end(&generation.tokens, &mut generation.finish_reason);
+    if !tail.is_empty() {
+        on_text(&tail);
     }
-    if scan.stopped() {
-        generation.finish_reason = FinishReason::Stop;
-    }
-    let text = answer_text(tokenizer, &generation.tokens, stop.strings, scan.stopped());
-    Ok(TextGeneration { generation, text })
+    Ok(TextGeneration {
+        generation,
+        text,
+        complete: answer::completed(guide),
+    })
 }
 
 /// The text of an answer as kept: its tokens decoded without special tokens, cut before the

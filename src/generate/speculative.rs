@@ -3,7 +3,7 @@
 //! decoding uses, and keeps proposals while they equal those samples. The first sample that
 //! differs (or the one after the last proposal) is the next token; the cache is truncated back
 //! past the rows whose tokens were not kept. Every kept token goes through
-//! [`Sequence::accept`] as in plain decoding, so answers end at the same token for the same
+//! [`Sequence::take`] as in plain decoding, so answers end at the same token for the same
 //! reason, and the cache is left holding what plain decoding would leave: every token but the
 //! last one sampled.
 
@@ -46,10 +46,7 @@ pub(super) fn run(
     let mut seq = Sequence::new(stop_ids, max_tokens);
     let mut stats = SpecStats::default();
     let finish_reason = loop {
-        let end = seq.accept(next, capacity - ctx.len(), |t| {
-            sampler.accept(t);
-            on_token(t)
-        });
+        let end = seq.take(next, capacity - ctx.len(), sampler, &mut on_token);
         if let Some(reason) = end {
             break reason;
         }
@@ -82,10 +79,7 @@ pub(super) fn run(
                 break;
             }
             kept += 1;
-            end = seq.accept(t, capacity - ctx.len(), |t| {
-                sampler.accept(t);
-                on_token(t)
-            });
+            end = seq.take(t, capacity - ctx.len(), sampler, &mut on_token);
             if end.is_some() {
                 break;
             }

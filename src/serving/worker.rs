@@ -535,8 +535,10 @@ fn take_token(
     });
     add(&shared.stats.generated_tokens, taken);
     match step {
-        Ok(Next::Run { tokens, masked }) => {
-            live.todo = tokens;
+        Ok(Next::Run { forced, masked }) => {
+            live.todo.clear();
+            live.todo.push(next);
+            live.todo.extend_from_slice(&forced);
             live.ran = 0;
             live.masked = masked;
         }

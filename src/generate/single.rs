@@ -1,4 +1,7 @@
-//! The generation loop under a constraint. Three things make it cheap:
+//! The single-stream generation loop, with or without a constraint: each turn is
+//! [`guide_step`] (the one rule for a sampled token, shared with the server's and the batched
+//! eval's [`Answer`](super::answer::Answer)), then one forward pass. Without a guide a turn
+//! is one token through [`Model::step`]. Under a constraint three things make it cheap:
 //! - the next mask is computed on its own thread while the forward pass runs (both need only
 //!   the tokens so far);
 //! - tokens the constraint forces (a schema's keys, quotes, commas) are appended without
@@ -22,15 +25,14 @@ pub(super) fn run(
     sampler: &mut Sampler,
     stop_ids: &[u32],
     max_tokens: usize,
-    guide: &mut Guide,
+    mut guide: Option<&mut Guide>,
     mut on_token: impl FnMut(u32) -> Control,
 ) -> Result<Generation, Error> {
     prompt.iter().for_each(|&id| sampler.accept(id));
     let start = Instant::now();
-    let mut next = if guide.active() {
-        forward_sample(model, state, prompt, guide, sampler)?
-    } else {
-        super::prefill_sampled(model, state, prompt, 0, sampler)?
+    let mut next = match guide.as_deref_mut() {
+        Some(g) if g.active() => forward_sample(model, state, prompt, g, sampler)?,
+        _ => super::prefill_sampled(model, state, prompt, 0, sampler)?,
     };
     let prefill_time = start.elapsed();
 
@@ -41,27 +43,27 @@ pub(super) fn run(
     let finish_reason = loop {
         let free = capacity - state.cache.len();
         let step = guide_step(
-            Some(&mut *guide),
+            guide.as_deref_mut(),
             next,
             free,
             &mut forced_tokens,
-            |t, room, _| {
-                seq.accept(t, room, |t| {
-                    sampler.accept(t);
-                    on_token(t)
-                })
-            },
+            |t, room, _| seq.take(t, room, sampler, &mut on_token),
         )?;
-        next = match step {
-            Next::Done(reason) => break reason,
-            Next::Run {
-                tokens,
-                masked: false,
-            } => super::sample_step(model, state, tokens[0], sampler)?,
-            Next::Run {
-                tokens,
-                masked: true,
-            } => forward_sample(model, state, &tokens, guide, sampler)?,
+        next = match (step, guide.as_deref_mut()) {
+            (Next::Done(reason), _) => break reason,
+            (
+                Next::Run {
+                    masked: true,
+                    forced,
+                },
+                Some(g),
+            ) => {
+                let mut run = Vec::with_capacity(1 + forced.len());
+                run.push(next);
+                run.extend_from_slice(&forced);
+                forward_sample(model, state, &run, g, sampler)?
+            }
+            (Next::Run { .. }, _) => super::sample_step(model, state, next, sampler)?,
         };
     };
     Ok(Generation {
