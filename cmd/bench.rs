@@ -339,7 +339,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         step_bytes_at_depth: (args.depth > 0).then(|| {
             model.step_bytes() + model.kv_bytes(args.depth + args.gen / 2, model.config.kv)
         }),
-        threads: pocket::kernels::pool::global().threads(),
+        threads: pocket::pool::global().threads(),
         isa: model.config.cpu.isa().name(),
         activations: model.config.activations.name(),
     };

@@ -203,7 +203,7 @@ pub fn main(
         load_s,
         ttft_s,
         peak_rss_bytes: super::peak_rss_bytes(),
-        threads: pocket::kernels::pool::global().threads(),
+        threads: pocket::pool::global().threads(),
         isa: m.model.config.cpu.isa().name(),
     };
     if args.json {

@@ -44,7 +44,7 @@ pub fn set_threads(threads: Option<u32>) -> anyhow::Result<()> {
             cpus
         }
         Some(asked) => asked,
-        None => pocket::kernels::pool::default_threads(),
+        None => pocket::pool::default_threads(),
     }
     .max(1);
     let built = rayon::ThreadPoolBuilder::new()
@@ -54,6 +54,6 @@ pub fn set_threads(threads: Option<u32>) -> anyhow::Result<()> {
     if threads.is_some() {
         built.context("starting the thread pool")?;
     }
-    pocket::kernels::pool::init(n, crate::settings::bands_on_rayon());
+    pocket::pool::init(n, crate::settings::bands_on_rayon());
     Ok(())
 }

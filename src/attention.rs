@@ -50,7 +50,7 @@ pub fn attend(
     let len = n - start;
     let qs: Vec<f32> = q.iter().map(|x| x * scale).collect();
     let group_q = |h: usize| &qs[h * g * d..(h + 1) * g * d];
-    let pool = crate::kernels::pool::global();
+    let pool = crate::pool::global();
     let threads = pool.threads();
     if split == Split::Whole
         || threads == 1
@@ -189,7 +189,7 @@ mod tests {
                                 .into_iter()
                                 .chain(ring.iter().map(move |r| (p, r)))
                         });
-                    let cpus = crate::kernels::available();
+                    let cpus = crate::kernels::Cpu::each();
                     for ((split, cache), cpu) in
                         cases.flat_map(|c| cpus.iter().map(move |&cpu| (c, cpu)))
                     {
@@ -245,7 +245,7 @@ mod tests {
             }
             let q = rng.vec(6 * d, 1.0);
             for window in [None, Some(517)] {
-                for cpu in crate::kernels::available() {
+                for cpu in crate::kernels::Cpu::each() {
                     let run = |split| {
                         let mut out = vec![0.0f32; 6 * d];
                         attend(cpu, &spec, &q, &cache.layer(0), n, window, &mut out, split);

@@ -1,5 +1,6 @@
 //! pocket's engine: model weights, the forward pass, tokenizer and chat template, sampling and
-//! the generation loop. File formats live in the `pocket-formats` crate; the CLI in `cmd/`.
+//! the generation loop. File formats live in the `pocket-formats` crate, the compute kernels in
+//! `pocket-kernels`; the CLI in `cmd/`.
 //!
 //! The forward pass in [`model`] is the reference path: plain f32 math that reads top to
 //! bottom, proven equal to Hugging Face transformers by the fixture tests. Speed comes from the
@@ -19,11 +20,11 @@ pub mod decide;
 pub mod error;
 pub mod generate;
 pub mod gram;
-pub mod kernels;
 pub mod kv_cache;
 pub mod loader;
 pub mod lora;
 pub mod model;
+pub mod pool;
 pub mod rope;
 pub mod sampler;
 pub mod serving;
@@ -34,3 +35,6 @@ pub mod weights;
 
 pub use error::Error;
 pub use pocket_formats as formats;
+/// The compute kernels are their own crate (kernels/), below the engine: `crate::kernels::…`
+/// paths read as before.
+pub use pocket_kernels as kernels;

@@ -5,10 +5,10 @@
 use super::linear::Linear;
 use super::State;
 use crate::kernels::lora::{axpy_rows, dot_rows};
-use crate::kernels::lora_group::{add_low_ranks, LowRankJob, Projection};
-use crate::kernels::pool;
 use crate::kernels::Cpu;
 use crate::lora::{AdapterSet, LowRank, Target};
+use crate::model::lora_group::{add_low_ranks, LowRankJob, Projection};
+use crate::pool;
 use std::ops::Range;
 use std::sync::Arc;
 

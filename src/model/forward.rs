@@ -437,7 +437,7 @@ impl Model {
                     .into_iter()
                     .map(|w| std::sync::Mutex::new(Some(w)))
                     .collect();
-                crate::kernels::pool::global().run(work.len(), &|i| {
+                crate::pool::global().run(work.len(), &|i| {
                     let mut g = work[i].lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(w) = g.take() {
                         one(w);
@@ -480,7 +480,7 @@ impl Model {
             .zip(attn.chunks_exact_mut(q_row))
             .map(|(((st, qt), kt), out)| std::sync::Mutex::new((st, qt, kt, out)))
             .collect();
-        crate::kernels::pool::global().run(rows.len(), &|b| {
+        crate::pool::global().run(rows.len(), &|b| {
             let mut row = rows[b].lock().unwrap_or_else(|e| e.into_inner());
             let (st, qt, kt, out) = &mut *row;
             layer.qk_norm(cpu, qt, kt, d, eps);

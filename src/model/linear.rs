@@ -52,7 +52,7 @@ impl Linear {
                     } else {
                         Matrix::matmul_group(&ms, x, n, &mut refs)
                     }
-                    crate::kernels::pool::global().run(extra, f);
+                    crate::pool::global().run(extra, f);
                 }
             }
         }

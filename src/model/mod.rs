@@ -7,6 +7,7 @@ mod adapt;
 mod attach;
 mod forward;
 mod linear;
+mod lora_group;
 pub mod merge;
 mod rows;
 mod state;

@@ -27,7 +27,7 @@ pub(super) fn on_pool(n: usize) -> bool {
 /// part of the rows per thread.
 pub(super) fn pool_rows(x: &mut [f32], len: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let n = x.len() / len.max(1);
-    let pool = crate::kernels::pool::global();
+    let pool = crate::pool::global();
     let per = n.div_ceil(pool.threads().clamp(1, n.max(1)));
     let parts: Vec<std::sync::Mutex<&mut [f32]>> = x
         .chunks_mut(per.max(1) * len)

@@ -1,7 +1,7 @@
 //! How work is split across threads: bands of rows on the worker pool (decode) or rayon
 //! (prefill), sized so every core stays busy and no task is too small to be worth its dispatch.
 
-use crate::kernels;
+use crate::pool;
 use rayon::prelude::*;
 
 /// Prefill-sized batches: bands of `band` rows on rayon, `f(first, count, part)` filling
@@ -48,7 +48,7 @@ pub(super) fn par_rows(
     align: usize,
     f: impl Fn(usize, &mut [f32]) + Sync,
 ) {
-    let pool = kernels::pool::global();
+    let pool = pool::global();
     let threads = pool.threads();
     let band = band_rows(y.len(), cols, threads, align);
     if band >= y.len() || threads == 1 {
@@ -120,7 +120,7 @@ pub(super) fn run_bands(
     }
     let views: Vec<std::sync::Mutex<&mut [Option<&mut [f32]>]>> =
         pieces.chunks_mut(n).map(std::sync::Mutex::new).collect();
-    kernels::pool::global().run(bands.len(), &|b| {
+    pool::global().run(bands.len(), &|b| {
         let band = &bands[b];
         PART.with(|part| {
             let mut part = part.borrow_mut();

@@ -116,7 +116,7 @@ mod tests {
                 })
                 .sum()
         };
-        for isa in crate::kernels::available() {
+        for isa in crate::kernels::Cpu::each() {
             let mut got = vec![0.0; acts.len() * count];
             q8_packed::dot_rows_tokens(isa, &p, first, count, &acts, &mut got);
             for (t, a) in acts.iter().enumerate() {

@@ -7,6 +7,7 @@ use super::{IntKernel, Matrix};
 use crate::kernels::dense::{self as dense_kernel, DenseMatrix};
 use crate::kernels::q4_packed::{self, PackedQ4};
 use crate::kernels::{self, act::QuantActs, w4a16};
+use crate::pool;
 use rayon::prelude::*;
 
 impl Matrix {
@@ -54,7 +55,7 @@ impl Matrix {
     }
 
     /// [`Matrix::matvec_group`] with `extra` more tasks `f(0..extra)` in the same pool job, run
-    /// first (an adapter's projections of the same input: `crate::kernels::lora_group`), or
+    /// first (an adapter's projections of the same input: `crate::model::lora_group`), or
     /// after the products where the matrices take other kernels.
     pub fn matvec_group_with(
         ms: &[&Matrix],
@@ -74,7 +75,7 @@ impl Matrix {
             for (m, y) in ms.iter().zip(ys.iter_mut()) {
                 m.matvec(x, y);
             }
-            kernels::pool::global().run(extra, f);
+            pool::global().run(extra, f);
             return;
         };
         for (m, y) in ms.iter().zip(ys.iter()) {
@@ -84,7 +85,7 @@ impl Matrix {
             .map(|_| QuantActs::default())
             .collect();
         QuantActs::quantize_digits(cpu, x, ks[0].block(), ks[0].chunk(cpu), &mut a);
-        let pool = kernels::pool::global();
+        let pool = pool::global();
         let threads = pool.threads();
         let mut bands: Vec<(usize, usize, std::sync::Mutex<&mut [f32]>)> = Vec::new();
         for (i, y) in ys.iter_mut().enumerate() {
@@ -362,7 +363,7 @@ impl Matrix {
         }
         let digits = ms[0].act_digits();
         let acts = quantize_tokens(cpu, x, ms[0].cols, ks[0].block(), ks[0].chunk(cpu), digits);
-        let threads = kernels::pool::global().threads();
+        let threads = pool::global().threads();
         let mut bands: Vec<Band> = Vec::new();
         for (i, m) in ms.iter().enumerate() {
             let band = band_rows(m.rows, m.cols * n, threads, ks[i].align());
@@ -411,12 +412,7 @@ impl Matrix {
         f: impl Fn(usize, usize, &mut [f32]) + Sync,
     ) {
         let rows = self.rows;
-        let band = band_rows(
-            rows,
-            self.cols * n,
-            kernels::pool::global().threads(),
-            align,
-        );
+        let band = band_rows(rows, self.cols * n, pool::global().threads(), align);
         let bands: Vec<Band> = (0..rows)
             .step_by(band)
             .map(|first| Band {
@@ -452,7 +448,7 @@ fn quantize_tokens(
             })
             .collect()
     });
-    kernels::pool::global().run(slots.len(), &|t| {
+    pool::global().run(slots.len(), &|t| {
         let mut a = slots[t].lock().unwrap_or_else(|e| e.into_inner());
         QuantActs::quantize_digits(cpu, &x[t * cols..(t + 1) * cols], block, chunk, &mut a);
     });
