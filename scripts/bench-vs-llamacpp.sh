@@ -4,7 +4,7 @@
 # The model is the MNN-Pocket-0.3B-shape random checkpoint (fixtures/make_fixtures.py
 # --mnn-shape), exported by pocket itself to .pocket Q4 (block 64) and Q8 and to GGUF Q4_0 and
 # Q8_0. llama.cpp is the pinned llama-cpp-python compiled from source with native CPU flags, in
-# a cached venv. MNN is MNN==3.6.1 from PyPI (.venv-mnn, made by scripts/check-mnn.sh) running
+# a cached venv. MNN is MNN==3.6.1 from PyPI (pyproject.toml's `mnn` extra, via scripts/py) running
 # pocket's MNN export of the Q4 file (the same int4 codes and scales, byte for byte), in its
 # default mode (int8 activations). Engines alternate, ROUNDS rounds, each round one repetition
 # of every figure; the table shows medians over the rounds and the ratios pocket/llama.cpp (its
@@ -58,8 +58,7 @@ cargo build --release --locked --quiet
 POCKET="$ROOT/target/release/pocket"
 SRC="$ROOT/models/mnn-pocket-shape"
 if [ ! -f "$SRC/config.json" ]; then
-  PY="$("$ROOT/scripts/make-venv.sh")/bin/python"
-  "$PY" "$ROOT/fixtures/make_fixtures.py" --mnn-shape "$SRC" >&2
+  "$ROOT/scripts/py" hf "$ROOT/fixtures/make_fixtures.py" --mnn-shape "$SRC" >&2
 fi
 OUT="$ROOT/models/bench"
 mkdir -p "$OUT"
@@ -73,12 +72,7 @@ current "$OUT/q8.pocket" || "$POCKET" export "$SRC" -o "$OUT/q8.pocket" --quant 
   "$POCKET" export "$OUT/q4.pocket" --format mnn -o "$OUT/q4-mnn" >&2
 MNN_PY=""
 if [ "${MNN:-1}" = 1 ]; then
-  MNN_VENV="${MNN_VENV:-$ROOT/.venv-mnn}"
-  if ! "$MNN_VENV/bin/python" -c 'import MNN' >/dev/null 2>&1; then
-    python3 -m venv "$MNN_VENV"
-    "$MNN_VENV/bin/pip" install --quiet --disable-pip-version-check "MNN==3.6.1" "numpy<3"
-  fi
-  MNN_PY="$MNN_VENV/bin/python"
+  MNN_PY="$("$ROOT/scripts/py" mnn --env)/bin/python"
 fi
 LOG="$OUT/runs-$ISA.jsonl"
 : > "$LOG"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pocket's MNN export, loaded by MNN's own runtime (PyPI MNN==3.6.1) and compared with pocket on
-# the same weights. Makes a venv with the wheel on first use (.venv-mnn, or $MNN_VENV).
+# the same weights. Python: pyproject.toml's `mnn` extra (MNN==3.6.1), via scripts/py.
 #
 #   scripts/check-mnn.sh             SmolLM2-135M-Instruct (3 chat prompts) and the MNN-Pocket-
 #                                    shape random checkpoint; fetches/builds them if missing
@@ -13,12 +13,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-VENV="${MNN_VENV:-$ROOT/.venv-mnn}"
-if ! "$VENV/bin/python" -c 'import MNN; assert MNN.version() == "3.6.1"' >/dev/null 2>&1; then
-  echo "making $VENV (MNN==3.6.1 from PyPI)" >&2
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "MNN==3.6.1" "numpy<3"
-fi
 STUB="$(mktemp -d)"
 trap 'rm -rf "$STUB"' EXIT
 mkdir -p "$STUB/aliyun/log"
@@ -31,17 +25,16 @@ if [ -z "${POCKET:-}" ]; then
   POCKET="$ROOT/target/release/pocket"
 fi
 if [ "${1:-}" = "--fixtures" ]; then
-  exec "$VENV/bin/python" scripts/check_mnn.py --fixtures --pocket "$POCKET"
+  exec scripts/py mnn scripts/check_mnn.py --fixtures --pocket "$POCKET"
 fi
 SMOL="$(scripts/fetch-hf-models.sh smollm2)"
 SHAPE="$ROOT/models/bench/q4.pocket"
 if [ ! -f "$SHAPE" ]; then
   if [ ! -f "$ROOT/models/mnn-pocket-shape/config.json" ]; then
-    PY="$("$ROOT/scripts/make-venv.sh")/bin/python"
-    "$PY" fixtures/make_fixtures.py --mnn-shape "$ROOT/models/mnn-pocket-shape" >&2
+    scripts/py hf fixtures/make_fixtures.py --mnn-shape "$ROOT/models/mnn-pocket-shape" >&2
   fi
   mkdir -p "$(dirname "$SHAPE")"
   "$POCKET" export "$ROOT/models/mnn-pocket-shape" -o "$SHAPE" >&2
 fi
-exec "$VENV/bin/python" scripts/check_mnn.py --pocket "$POCKET" --smollm2 "$SMOL" \
+exec scripts/py mnn scripts/check_mnn.py --pocket "$POCKET" --smollm2 "$SMOL" \
   --shape-pocket "$SHAPE" --work "$ROOT/models/mnn" "$@"

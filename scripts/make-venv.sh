@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# Creates the Python environment used to make fixtures and reference outputs with Hugging Face
-# transformers (and peft, for the LoRA references): torch (PyPI's build is the CUDA one, ~5.6 GB installed; it runs on CPU),
-# transformers, tokenizers, gguf. Never needed by CI or by `cargo test`.
-# Usage: scripts/make-venv.sh            (creates $POCKET_VENV, default ./.venv)
+# The environment with Hugging Face transformers and peft (pyproject.toml's `hf` extra: torch,
+# PyPI's CUDA build, ~5.6 GB installed, running on CPU; transformers, tokenizers, gguf, peft, …),
+# used to make fixtures and reference outputs. Never needed by CI or by `cargo test`. Prints its
+# directory; scripts call `"$(scripts/make-venv.sh)/bin/python"`, or run
+# `scripts/py hf SCRIPT.py` directly.
+# Usage: scripts/make-venv.sh     ($POCKET_VENV, default ./.venv: the project's one environment)
 set -euo pipefail
-VENV="${POCKET_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ -n "${POCKET_VENV:-}" ]; then
+  export UV_PROJECT_ENVIRONMENT="$POCKET_VENV"
 fi
-if ! "$VENV/bin/python" -c "import torch, transformers, gguf, tokenizers, accelerate, compressed_tensors, peft" 2>/dev/null; then
-  echo "installing torch + transformers into $VENV (several GB, a few minutes)" >&2
-  "$VENV/bin/pip" install -q "torch>=2.4" "transformers>=5.0,<6" "tokenizers>=0.22" "gguf>=0.17" safetensors numpy jinja2 accelerate "compressed-tensors==0.20.1" "peft==0.21.2"
-fi
-echo "$VENV"
+exec "$ROOT/scripts/py" hf --env

