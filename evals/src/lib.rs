@@ -2,10 +2,12 @@
 //! traits here, so scoring is testable without a model and the engine stays out of this crate.
 //!
 //! Built: perplexity with KL divergence and top-1 agreement against a baseline build
-//! ([`ppl`]); IFEval scoring identical to lm-eval's ([`ifeval`]); GSM8K prompts and scoring as
-//! lm-eval's yaml files define them ([`gsm8k`]); multiple choice by log-likelihood ([`mc`]);
-//! resumable per-item result logs ([`runlog`]) and the paired comparison of two runs
-//! ([`compare`]).
+//! ([`ppl`]); IFEval scoring identical to lm-eval's ([`ifeval`]); GSM8K, MATH-500 and BBH
+//! prompts and scoring as lm-eval 0.4.13 defines them ([`gsm8k`], [`math`], [`bbh`]); multiple
+//! choice by log-likelihood: MMLU, ARC, HellaSwag, GPQA ([`mc`]); HumanEval and MBPP scored by
+//! execution in a sandbox ([`code`]); a user's own tasks ([`custom`]); the model card's suite
+//! as one list ([`suite`]); resumable per-item result logs ([`runlog`]), results and the paired
+//! comparison of two runs ([`results`], [`compare`], [`stats`]).
 
 pub mod bbh;
 pub mod code;

@@ -1,5 +1,7 @@
-//! GGUF, the llama.cpp file format: reading (header, metadata, tensor table, ggml block types).
-//! Writing arrives with the GGUF export.
+//! GGUF, the llama.cpp file format: reading (header, metadata, tensor table, ggml block types:
+//! reader.rs, codes.rs, ggml.rs), import as a model (model.rs, import.rs, tokenizer.rs), and
+//! the GGUF export (writer.rs, export.rs, with the calibrated ggml encoders of quantize.rs and
+//! quantize5.rs).
 
 pub mod codes;
 pub mod export;
