@@ -29,6 +29,8 @@ pub mod q4_packed;
 pub mod q8;
 pub mod q8_packed;
 pub mod scalar;
+#[cfg(test)]
+mod twins;
 pub mod w4a16;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -275,6 +277,87 @@ pub mod testutil {
 
         pub fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
             (0..n).map(|_| self.f32() * scale).collect()
+        }
+    }
+
+    /// One random case of a kernel test: a matrix shape, its block, how many tokens, and the
+    /// seed of its values. Printed when a kernel disagrees with its twin, to replay it.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Case {
+        pub rows: usize,
+        pub cols: usize,
+        pub block: usize,
+        pub sym: bool,
+        pub tokens: usize,
+        pub seed: u64,
+    }
+
+    /// What shapes a kernel family takes: rows a multiple of `row_step` up to `max_rows`,
+    /// one of `blocks`, columns a whole number of blocks up to `max_blocks`.
+    pub struct Shapes<'a> {
+        pub row_step: usize,
+        pub max_rows: usize,
+        pub blocks: &'a [usize],
+        pub max_blocks: usize,
+        pub max_tokens: usize,
+    }
+
+    /// `n` random cases of `shapes` from `seed`: odd row and block counts come up as often
+    /// as even ones, and the same seed gives the same cases on every machine.
+    pub fn random_cases(seed: u64, n: usize, shapes: &Shapes) -> Vec<Case> {
+        let mut rng = Rng(seed);
+        let mut pick = |k: usize| rng.next_u32() as usize % k;
+        (0..n)
+            .map(|i| {
+                let block = shapes.blocks[pick(shapes.blocks.len())];
+                Case {
+                    rows: shapes.row_step * (1 + pick(shapes.max_rows / shapes.row_step)),
+                    cols: block * (1 + pick(shapes.max_blocks)),
+                    block,
+                    sym: pick(2) == 1,
+                    tokens: 1 + pick(shapes.max_tokens),
+                    seed: seed.wrapping_mul(1_000_003).wrapping_add(i as u64),
+                }
+            })
+            .collect()
+    }
+
+    /// The one runner every kernel family's twin test goes through (memchr's shape): `check`
+    /// runs each case on each level this CPU has (scalar included, so the twin checks its
+    /// own dispatch) and returns what differed; every failure is collected and reported with
+    /// its level and case, so one run shows the whole pattern of a bug.
+    pub fn against_twin(
+        family: &str,
+        cases: &[Case],
+        mut check: impl FnMut(crate::Cpu, &Case) -> Result<(), String>,
+    ) {
+        let mut failures = Vec::new();
+        for case in cases {
+            for cpu in crate::Cpu::each() {
+                if let Err(e) = check(cpu, case) {
+                    failures.push(format!("{:?} {case:?}: {e}", cpu.isa()));
+                }
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{family}: {} of {} runs differ from the scalar twin:\n{}",
+            failures.len(),
+            cases.len() * crate::Cpu::each().len(),
+            failures.join("\n")
+        );
+    }
+
+    /// The first index where `got` and `want` differ by more than `tol · (1 + |want|)`.
+    pub fn close(got: &[f32], want: &[f32], tol: f32) -> Result<(), String> {
+        assert_eq!(got.len(), want.len());
+        match got
+            .iter()
+            .zip(want)
+            .position(|(g, e)| !((g - e).abs() <= tol * (1.0 + e.abs())))
+        {
+            None => Ok(()),
+            Some(i) => Err(format!("#{i}: {} vs {}", got[i], want[i])),
         }
     }
 
