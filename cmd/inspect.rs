@@ -243,6 +243,9 @@ pub fn main(args: InspectArgs) -> Result<ExitCode> {
                     " (--metadata lists them)"
                 }
             );
+            if let Some(name) = g.get("general.name").and_then(|v| v.as_str()) {
+                println!("name         {name}");
+            }
             if args.metadata {
                 for (k, v) in g
                     .metadata

@@ -90,7 +90,8 @@ enum KvArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Export an HF checkpoint to a packed .pocket file (INT4 by default), a GGUF or an MNN package
+    /// Export a model (an HF checkpoint, a GGUF or a .pocket) to a .pocket file (a GGUF's blocks
+    /// kept; else INT4 by default), a GGUF or an MNN package
     Export(export::ExportArgs),
     /// Quantize (block Q4 with scale search, Q8, F16) with per-tensor error report and QAT import
     Quantize(quantize::QuantizeArgs),

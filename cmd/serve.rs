@@ -35,11 +35,13 @@ defaults (temperature 1, top_p 1); a request without a seed gets a fresh one.
 Not built: n > 1, best_of, suffix, echo with logprobs, images and audio, more than one tool \
 call per answer, speculative decoding in the server.
 
-Examples:
-  pocket serve model.pocket
-  pocket serve model.gguf --port 8080 --parallel 16 --api-key secret
+Examples (a request's \"model\" is the served name: the file name without its extension, or \
+--alias; GET /v1/models lists it):
+  pocket serve SmolLM2-135M-Instruct.Q4_1.gguf --alias local
   curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\
-    -d '{\"model\": \"model\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}'")]
+    -d '{\"model\": \"local\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}'
+  pocket serve model.gguf --port 8081 --parallel 16 --api-key secret
+  curl http://127.0.0.1:8081/v1/models -H 'Authorization: Bearer secret'")]
 pub struct ServeArgs {
     /// Model: an HF checkpoint directory, a .pocket or a GGUF file
     pub model: PathBuf,

@@ -141,6 +141,16 @@ impl<'m> ChatSession<'m> {
         self.system.as_deref()
     }
 
+    /// The system prompt the chat template puts in when the conversation sets none
+    /// ([`LoadedModel::template_system_prompt`]); `None` with a system prompt of our own, in
+    /// plain-text mode, or when the template adds none.
+    pub fn template_system(&self) -> Option<String> {
+        match self.system.is_some() || self.raw {
+            true => None,
+            false => self.model.template_system_prompt(),
+        }
+    }
+
     /// Forgets the messages, keeps the system prompt and settings. The KV cache is kept: the
     /// next turn reuses whatever prefix (e.g. the system prompt) still matches.
     pub fn reset(&mut self) {

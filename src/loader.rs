@@ -164,6 +164,31 @@ impl LoadedModel {
         )
     }
 
+    /// The system prompt the chat template adds when a conversation has none (Qwen2.5's "You
+    /// are Qwen, created by Alibaba Cloud…", SmolLM2's "You are a helpful AI assistant named
+    /// SmolLM…"), read off the template itself: a conversation with one system message `S`
+    /// renders as `head S tail`; when the same conversation without it renders as
+    /// `head D tail`, the template wrote `D` in its place. `None` when it adds nothing, or has
+    /// no template.
+    pub fn template_system_prompt(&self) -> Option<String> {
+        const S: &str = "\u{E000}pocket-probe\u{E000}";
+        const USER: &str = "\u{E001}";
+        let with = self
+            .render_chat(
+                &[Message::new("system", S), Message::new("user", USER)],
+                false,
+            )
+            .ok()?;
+        let without = self
+            .render_chat(&[Message::new("user", USER)], false)
+            .ok()?;
+        let (head, rest) = with.split_once(S)?;
+        let tail = &rest[..rest.find(USER)?];
+        let before = &without[..without.find(USER)?];
+        let d = before.strip_prefix(head)?.strip_suffix(tail)?;
+        (!d.trim().is_empty()).then(|| d.to_string())
+    }
+
     /// Token ids of a rendered conversation (special tokens come from the template itself, so
     /// none are added, as in transformers' `apply_chat_template`).
     pub fn encode_chat(

@@ -290,9 +290,13 @@ impl Chat {
                 session.reset();
                 ui.note("(conversation cleared)");
             }
-            ChatCommand::System(None) => match session.system() {
-                Some(s) => ui.note(&format!("(system prompt: {s})")),
-                None => ui.note("(no system prompt: /system TEXT sets one)"),
+            ChatCommand::System(None) => match (session.system(), session.template_system()) {
+                (Some(s), _) => ui.note(&format!("(system prompt: {s})")),
+                (None, Some(d)) => ui.note(&format!(
+                    "(the chat template's own system prompt: {}; /system TEXT replaces it)",
+                    d.trim()
+                )),
+                (None, None) => ui.note("(no system prompt: /system TEXT sets one)"),
             },
             ChatCommand::System(Some(text)) => {
                 session.set_system(Some(text));
@@ -310,10 +314,10 @@ impl Chat {
                 ui.note(&format!(
                     "({} messages · context {used}/{capacity} · system prompt: {})",
                     session.messages().len(),
-                    if session.system().is_some() {
-                        "yes"
-                    } else {
-                        "no"
+                    match (session.system(), session.template_system()) {
+                        (Some(_), _) => "yours",
+                        (None, Some(_)) => "the template's own",
+                        (None, None) => "none",
                     }
                 ));
                 ui.note(self.last.as_deref().unwrap_or("(no answer yet)"));

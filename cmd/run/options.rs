@@ -340,10 +340,14 @@ pub fn stats_line(g: &Generation, reused: usize, used: usize, ctx: usize) -> Str
             g.tokens.len().saturating_sub(1) as f64 / s.passes.max(1) as f64
         )
     });
+    // One token came from the prompt's logits: no decode speed to give.
+    let decode = g
+        .decode_tok_per_s()
+        .map_or(String::new(), |r| format!(", {r:.1} tok/s"));
+    let n = g.tokens.len();
     format!(
-        "[{} tokens, {:.1} tok/s · prompt {prompt}, {:.0} tok/s · context {used}/{ctx}{reason}{spec}]",
-        g.tokens.len(),
-        g.decode_tok_per_s(),
+        "[{n} token{}{decode} · prompt {prompt}, {:.0} tok/s · context {used}/{ctx}{reason}{spec}]",
+        if n == 1 { "" } else { "s" },
         g.prefill_tok_per_s(),
     )
 }

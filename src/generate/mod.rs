@@ -62,9 +62,12 @@ impl Generation {
         self.prefill_tokens as f64 / self.prefill_time.as_secs_f64().max(1e-9)
     }
 
-    /// Decode speed over the tokens after the first (the first comes from the prefill logits).
-    pub fn decode_tok_per_s(&self) -> f64 {
-        self.tokens.len().saturating_sub(1) as f64 / self.decode_time.as_secs_f64().max(1e-9)
+    /// Decode speed over the tokens after the first (the first comes from the prefill logits);
+    /// `None` for an answer of one token or none, where no decode step ran (a speed of 0 would
+    /// read as a broken decoder).
+    pub fn decode_tok_per_s(&self) -> Option<f64> {
+        let decoded = self.tokens.len().checked_sub(1).filter(|&n| n > 0)?;
+        Some(decoded as f64 / self.decode_time.as_secs_f64().max(1e-9))
     }
 }
 

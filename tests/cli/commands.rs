@@ -468,6 +468,16 @@ fn inspect_summarises_and_lists_tensors_on_request() {
         long.contains("model.layers.0.self_attn.q_proj.weight"),
         "{long}"
     );
+    // A GGUF's type by the name llama.cpp's users give it, and its own name: this one was
+    // written by llama.cpp's llama-quantize (fixtures/make_gguf_fixtures.py).
+    let g = common::root().join("fixtures/gguf/llama-tiny-iq4_nl.gguf");
+    let out =
+        String::from_utf8_lossy(&pocket(&["inspect", g.to_str().unwrap()]).stdout).to_string();
+    assert!(
+        out.contains("(source dtype IQ4_NL, GGUF file_type 25)"),
+        "{out}"
+    );
+    assert!(out.contains("\nname         llama-tiny\n"), "{out}");
 }
 
 /// `POCKET_ISA` takes the levels of this build's architecture only: an unknown name and a

@@ -403,3 +403,28 @@ fn a_sliding_window_ring_is_reused_when_it_can_be_and_rebuilt_when_not() {
     assert_eq!(third.reused, 0, "{third:?}");
     assert_eq!(fresh_answer(&chat, "Hi"), third.generation.tokens);
 }
+
+/// The system prompt a template adds on its own is found (Qwen2's and the Llama fixture's "You
+/// are a helpful assistant."), and it is the one: the conversation with it as its system
+/// message renders exactly as the conversation without one. Templates that add none (Qwen3's,
+/// Gemma 3's) give none.
+#[test]
+fn the_templates_own_system_prompt_is_found() {
+    for (name, want) in [
+        ("qwen2-tiny", Some("You are a helpful assistant.")),
+        ("llama-tiny", Some("You are a helpful assistant.")),
+        ("qwen3-tiny", None),
+        ("gemma3-tiny", None),
+    ] {
+        let m = fixture(name);
+        let got = m.template_system_prompt();
+        assert_eq!(got.as_deref().map(str::trim), want, "{name}");
+        if let Some(d) = got {
+            let user = Message::new("user", "What is 2+2?");
+            let with = m
+                .render_chat(&[Message::new("system", &d), user.clone()], true)
+                .unwrap();
+            assert_eq!(with, m.render_chat(&[user], true).unwrap(), "{name}");
+        }
+    }
+}

@@ -276,12 +276,13 @@ pub fn spec(f: &GgufFile) -> Result<ModelSpec, FormatError> {
         qk_norm: has("blk.0.attn_q_norm.weight"),
         bos_token_id: id("tokenizer.ggml.bos_token_id"),
         eos_token_ids: eos,
-        dtype: Some(format!(
-            "gguf file_type {}",
-            f.get("general.file_type")
-                .map(|v| v.summary())
-                .unwrap_or_else(|| "?".into())
-        )),
+        dtype: Some(match f.get("general.file_type") {
+            None => "GGUF, file type not stated".into(),
+            Some(v) => match v.as_u64().and_then(file_type_name) {
+                Some(name) => format!("{name}, GGUF file_type {}", v.summary()),
+                None => format!("GGUF file_type {}", v.summary()),
+            },
+        }),
         activation: if gemma {
             Activation::GeluTanh
         } else {
@@ -347,4 +348,46 @@ mod tests {
         all.sort();
         assert_eq!(all, (0..24).collect::<Vec<_>>());
     }
+}
+
+/// The name llama.cpp and its users give a GGUF's `general.file_type` (llama.h's
+/// `LLAMA_FTYPE_MOSTLY_*`, as `llama-quantize` lists them): "Q4_K_M" where the file says 15.
+/// `None` for a number llama.h does not define (or no longer does).
+pub fn file_type_name(n: u64) -> Option<&'static str> {
+    Some(match n {
+        0 => "F32",
+        1 => "F16",
+        2 => "Q4_0",
+        3 => "Q4_1",
+        7 => "Q8_0",
+        8 => "Q5_0",
+        9 => "Q5_1",
+        10 => "Q2_K",
+        11 => "Q3_K_S",
+        12 => "Q3_K_M",
+        13 => "Q3_K_L",
+        14 => "Q4_K_S",
+        15 => "Q4_K_M",
+        16 => "Q5_K_S",
+        17 => "Q5_K_M",
+        18 => "Q6_K",
+        19 => "IQ2_XXS",
+        20 => "IQ2_XS",
+        21 => "Q2_K_S",
+        22 => "IQ3_XS",
+        23 => "IQ3_XXS",
+        24 => "IQ1_S",
+        25 => "IQ4_NL",
+        26 => "IQ3_S",
+        27 => "IQ3_M",
+        28 => "IQ2_S",
+        29 => "IQ2_M",
+        30 => "IQ4_XS",
+        31 => "IQ1_M",
+        32 => "BF16",
+        36 => "TQ1_0",
+        37 => "TQ2_0",
+        38 => "MXFP4_MOE",
+        _ => return None,
+    })
 }
