@@ -43,7 +43,7 @@ struct Cli {
     /// llama.cpp's q8 activations, the fastest prefill, KL about 0.005 from f32) or f32 (W4A16
     /// proper: f32 activations and an f32 KV cache, the exact path; slow). Same as
     /// POCKET_ACT=int8x2|int8|f32; docs/quantization.md, "Activation precision"
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, hide_short_help = true)]
     activations: Option<ActivationsArg>,
     /// The KV cache's element type: f16 (the default), f32 (the exact path's), or q8 (int8
     /// with an f16 scale per 32 dimensions: half of f16's memory and of the bytes decoding
@@ -51,13 +51,18 @@ struct Cli {
     /// rounding, a quarter of f16) is there to measure what it costs: it misses the quality
     /// bar q8 meets on small models and runs scalar attention only, so it is slow. Same as
     /// POCKET_KV
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, hide_short_help = true)]
     kv: Option<KvArg>,
     /// A LoRA adapter to run with, unmerged: a PEFT directory (adapter_config.json +
     /// adapter_model.safetensors) or a GGUF LoRA file, at an optional scale (default 1);
     /// repeatable, for run, decide, eval, bench and serve (docs/lora.md). `serve` also takes
     /// NAME=PATH[:SCALE], the name requests choose it by
-    #[arg(long = "lora", global = true, value_name = "PATH[:SCALE]")]
+    #[arg(
+        long = "lora",
+        global = true,
+        value_name = "PATH[:SCALE]",
+        hide_short_help = true
+    )]
     lora: Vec<String>,
     #[command(subcommand)]
     command: Command,

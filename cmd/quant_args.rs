@@ -28,10 +28,10 @@ pub struct QuantArgs {
     #[arg(long)]
     pub gptq: bool,
     /// Q4 block length along a row: 32, 64 or 128
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, hide_short_help = true)]
     pub block: usize,
     /// Symmetric Q4 (one scale per block) instead of asymmetric (scale and zero point)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub sym: bool,
     /// Calibration text for the Q4 scale search: the model is run over it first and each
     /// weight's error is weighted by its input's activations. `builtin` (default) uses a short
@@ -39,10 +39,10 @@ pub struct QuantArgs {
     #[arg(long, value_name = "FILE|builtin|none", default_value = "builtin")]
     pub calib: String,
     /// Tokens of calibration text to run (in chunks of 256)
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, hide_short_help = true)]
     pub calib_tokens: usize,
     /// Export weights holding NaN or infinity (refused by default, every such tensor named)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub allow_nonfinite: bool,
     /// Fit the .pocket into this size (e.g. 173MB, 180MiB, 0.2GB): every weight matrix gets
     /// the storage type (Q4 blocks 32/64/128, symmetric or not, iq4_xs, iq4_nl, q5_0, q5_1 or Q8) that loses
@@ -56,7 +56,7 @@ pub struct QuantArgs {
     pub bpw: Option<f64>,
     /// With --size/--bpw: keep each tensor's measured effect in FILE (JSON), and reuse it when
     /// FILE exists, so trying other sizes of the same source and calibration takes seconds
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     pub sensitivity: Option<std::path::PathBuf>,
 }
 
@@ -99,18 +99,18 @@ pub fn parse_size(s: &str) -> Result<u64> {
 pub struct RecipeArgs {
     /// Storage for the embedding and (tied) output head, e.g. q8, f16 or q4a_b64 (default: as
     /// --quant; q4s_b32 with the default q4)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub embed: Option<String>,
     /// Per-tensor override PATTERN=TYPE (repeatable; first match wins; `*` and `?` wildcards),
     /// e.g. --type '*.layers.0.*=q8' --type '*down_proj*=q4s_b32'
-    #[arg(long = "type", value_name = "PATTERN=TYPE")]
+    #[arg(long = "type", value_name = "PATTERN=TYPE", hide_short_help = true)]
     pub overrides: Vec<String>,
     /// Q4 parameter choice: search (least-squares scale search, default) or rtn (min/max)
-    #[arg(long, default_value = "search", value_parser = ["search", "rtn"])]
+    #[arg(long, default_value = "search", value_parser = ["search", "rtn"], hide_short_help = true)]
     pub method: String,
     /// Weights already on a 4-bit grid (QAT): auto stores those blocks exactly, strict fails
     /// if any Q4 block is off the grid, off ignores grids
-    #[arg(long, default_value = "auto", value_parser = ["auto", "strict", "off"])]
+    #[arg(long, default_value = "auto", value_parser = ["auto", "strict", "off"], hide_short_help = true)]
     pub qat: String,
 }
 

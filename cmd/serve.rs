@@ -57,10 +57,10 @@ pub struct ServeArgs {
     /// Megabytes of prompts' KV caches kept for later requests that start the same way (the
     /// same system prompt and question from another client, a conversation whose slot was
     /// taken meanwhile); least recently used leave first. 0 turns it off
-    #[arg(long, value_name = "MB", default_value_t = 64)]
+    #[arg(long, value_name = "MB", default_value_t = 64, hide_short_help = true)]
     pub prompt_cache: usize,
     /// Requests that may wait for a slot; beyond them a request gets 429 [default: 4 per slot]
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub queue: Option<usize>,
     /// KV positions per slot (prompt and answer) [default: the model's context, at most 4096,
     /// lowered to what the slots' caches fit in memory]
@@ -71,20 +71,20 @@ pub struct ServeArgs {
     #[arg(long)]
     pub max_tokens_limit: Option<usize>,
     /// Largest request body in bytes (larger: 413)
-    #[arg(long, default_value_t = 4 << 20)]
+    #[arg(long, default_value_t = 4 << 20, hide_short_help = true)]
     pub max_body: usize,
     /// Seconds a client has to send a request's headers, and then its body (408); also how long
     /// an idle keep-alive connection stays open
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, hide_short_help = true)]
     pub read_timeout: f64,
     /// Seconds a client may stop reading a response before its connection is dropped
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, hide_short_help = true)]
     pub write_timeout: f64,
     /// Seconds answers still running at SIGINT/SIGTERM get to finish; then they are cut
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, hide_short_help = true)]
     pub shutdown_timeout: f64,
     /// Most open connections; more wait in the kernel's backlog
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, hide_short_help = true)]
     pub max_connections: usize,
     /// Require `Authorization: Bearer KEY` on every endpoint but /health (401 otherwise).
     /// Also read from POCKET_API_KEY. The key is never logged
@@ -95,13 +95,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     pub alias: Option<String>,
     /// One line per request on stderr: text, or JSON objects for log collectors
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", hide_short_help = true)]
     pub log_format: LogFormat,
     /// Worker threads, at least 1 (default: one per physical core)
     #[arg(short = 't', long)]
     pub threads: Option<u32>,
     /// Skip the .pocket checksum verification at load
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_verify: bool,
     /// How POST /v1/systemone asks and reads its questions
     #[command(flatten)]

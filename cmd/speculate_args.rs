@@ -36,10 +36,10 @@ pub struct SpecArgs {
     pub draft: Option<PathBuf>,
     /// Propose exactly N tokens per pass (1-15) instead of as many as the measured acceptance
     /// and pass cost say pay (the default, which proposes none where they would not)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=15), help_heading = "Speculative decoding")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=15), help_heading = "Speculative decoding", hide_short_help = true)]
     pub draft_tokens: Option<u32>,
     /// Longest n-gram --speculate lookup matches (1-8)
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8), help_heading = "Speculative decoding")]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=8), help_heading = "Speculative decoding", hide_short_help = true)]
     pub ngram: u32,
 }
 

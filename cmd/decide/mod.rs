@@ -83,16 +83,16 @@ pub struct DecideArgs {
 pub struct HowArgs {
     /// Decisions: constrained, keys, letters, pointer or probe (default: the head's, else
     /// constrained)
-    #[arg(long, value_name = "READOUT")]
+    #[arg(long, value_name = "READOUT", hide_short_help = true)]
     pub readout: Option<String>,
     /// Decisions: state-first or question-first (default: the head's, else state-first)
-    #[arg(long, value_name = "ORDER")]
+    #[arg(long, value_name = "ORDER", hide_short_help = true)]
     pub order: Option<String>,
     /// Decisions: ask each choice question in both option orders and average the two
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub reverse: bool,
     /// A decision head from `pocket decide fit`: fitted temperatures, and a probe or pointer
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", hide_short_help = true)]
     pub head: Option<PathBuf>,
 }
 

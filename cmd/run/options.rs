@@ -9,8 +9,33 @@ use pocket::loader::LoadedModel;
 use pocket::sampler::SamplerConfig;
 use std::path::PathBuf;
 
+/// `pocket run`'s examples, shown by `-h` and `--help` alike.
+macro_rules! run_examples {
+    () => {
+        "Examples:
+  pocket run models/smollm2-135m-instruct.pocket
+  pocket run SmolLM2-135M-Instruct.Q4_1.gguf -p \"What is the capital of France?\"
+  pocket run models/qwen-checkpoint/ --temp 0
+  echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1 --stop \"\\n\\n\"
+  pocket run MODEL -p \"Ana, 31, Porto\" --json-schema person.json
+  pocket run MODEL -p \"Wake me at 7\" --choices set_alarm,weather,other
+  pocket run MODEL -p \"Weather in Oslo?\" --tools tools.json --tool-choice required --json
+  pocket run MODEL -p \"Fix the typos: ...\" --speculate lookup --json
+  pocket run model-q8.pocket --speculate draft --draft model-q4.pocket"
+    };
+}
+
 #[derive(Args)]
-#[command(after_help = "\
+#[command(
+    after_help = concat!(
+        run_examples!(),
+        "\n\n`pocket run --help` adds the sampling, speculation and expert options, the chat's \
+keys and the sampling defaults."
+    ),
+    after_long_help = concat!(
+        run_examples!(),
+        "\n\n\
+\
 Without -p and with a terminal on stdin, opens a chat: type a message and press Enter. A line \
 ending in \\ continues on the next line (pasted text may span lines). Up/Down recall earlier \
 messages (history file: --history, default $XDG_STATE_HOME/pocket/history or \
@@ -28,24 +53,15 @@ last --repeat-last-n tokens (default 64).
 
 Exit codes: 0 success, 1 bad input or failure, 2 bad usage, 3 not built yet.
 
-Examples:
-  pocket run models/smollm2-135m-instruct.pocket
-  pocket run SmolLM2-135M-Instruct.Q4_1.gguf -p \"What is the capital of France?\"
-  pocket run models/qwen-checkpoint/ --temp 0
-  echo \"Tell me a joke\" | pocket run MODEL --json --temp 0.7 --seed 1 --stop \"\\n\\n\"
-  pocket run MODEL -p \"Ana, 31, Porto\" --json-schema person.json
-  pocket run MODEL -p \"Wake me at 7\" --choices set_alarm,weather,other
-  pocket run MODEL -p \"Weather in Oslo?\" --tools tools.json --tool-choice required --json
-  pocket run MODEL -p \"Fix the typos: ...\" --speculate lookup --json
-  pocket run model-q8.pocket --speculate draft --draft model-q4.pocket
-
 Speculative decoding (--speculate lookup|draft) gives the answer plain decoding gives, token \
 for token, in fewer passes; --json reports `speculation` {proposed, accepted, passes}. It does \
 not combine with structured output yet: a constrained answer decodes plainly.
 
 Structured output: an answer under --json-schema, --grammar, --regex or --choices that ends \
 normally is complete and valid; one cut by -n or the context is reported (\"complete\": false in \
---json) and exits 1. See docs/structured-output.md for what is supported.")]
+--json) and exits 1. See docs/structured-output.md for what is supported."
+    )
+)]
 pub struct RunArgs {
     /// Model: an HF checkpoint directory (config.json, *.safetensors, tokenizer.json), a
     /// .pocket file or a GGUF file
@@ -68,28 +84,28 @@ pub struct RunArgs {
     #[arg(long)]
     pub temp: Option<f32>,
     /// Keep only the K most likely tokens (0: off)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub top_k: Option<usize>,
     /// Keep the smallest set of tokens whose probability reaches P (1.0: off) [default: a chat
     /// 0.9 (or generation_config's); one answer 1.0]
     #[arg(long)]
     pub top_p: Option<f32>,
     /// Drop tokens less likely than P times the most likely one (0: off)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub min_p: Option<f32>,
     /// Make tokens seen recently less likely: positive logits are divided by it, negative
     /// ones multiplied (1.0: off) [default: generation_config's repetition_penalty, else 1.1 in
     /// a chat and 1.0 for one answer]
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub repeat_penalty: Option<f32>,
     /// Subtract this from the logit of every token seen recently (0: off)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, hide_short_help = true)]
     pub presence_penalty: f32,
     /// Subtract this times the number of recent occurrences from a token's logit (0: off)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, hide_short_help = true)]
     pub frequency_penalty: f32,
     /// How many recent tokens (prompt and answer) the penalties look at
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, hide_short_help = true)]
     pub repeat_last_n: usize,
     /// End the answer when its text contains STR (not printed); repeatable. \n and \t are
     /// read as a newline and a tab
@@ -110,11 +126,11 @@ pub struct RunArgs {
     pub json: bool,
     /// Token ids to run instead of a prompt (comma-separated; no chat template): for comparing
     /// engines token for token
-    #[arg(long, value_name = "IDS", value_delimiter = ',', conflicts_with_all = ["prompt", "raw", "system"])]
+    #[arg(long, value_name = "IDS", value_delimiter = ',', conflicts_with_all = ["prompt", "raw", "system"], hide_short_help = true)]
     pub prompt_ids: Option<Vec<u32>>,
     /// With --json: also print the logits after the prompt (`first_logits`, one per vocabulary
     /// entry)
-    #[arg(long, requires = "json")]
+    #[arg(long, requires = "json", hide_short_help = true)]
     pub first_logits: bool,
     /// The answer is one JSON value valid under this JSON schema: a file, or the schema itself
     /// (text starting with `{`). Unsupported schema keywords are refused before generation
@@ -131,7 +147,8 @@ pub struct RunArgs {
         long,
         value_name = "FILE",
         group = "format",
-        help_heading = "Structured output"
+        help_heading = "Structured output",
+        hide_short_help = true
     )]
     pub grammar: Option<PathBuf>,
     /// The answer matches this regular expression, all of it
@@ -139,7 +156,8 @@ pub struct RunArgs {
         long,
         value_name = "RE",
         group = "format",
-        help_heading = "Structured output"
+        help_heading = "Structured output",
+        hide_short_help = true
     )]
     pub regex: Option<String>,
     /// The answer is exactly one of these labels (comma-separated): classification in one
@@ -174,18 +192,23 @@ pub struct RunArgs {
     /// their keys re-rotated, so nothing runs again (llama.cpp's trade: the kept turns keep
     /// what they computed beside the dropped ones). Not for models with sliding-window
     /// layers (Gemma), which re-encode
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub context_shift: bool,
     /// Chat history file [default: $XDG_STATE_HOME/pocket/history, else
     /// ~/.local/state/pocket/history]
-    #[arg(long, value_name = "FILE", conflicts_with = "no_history")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "no_history",
+        hide_short_help = true
+    )]
     pub history: Option<PathBuf>,
     /// Keep no chat history file
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_history: bool,
     /// Skip checking a .pocket's tensor checksums at load (a damaged file then runs, with
     /// whatever output its bytes give)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_verify: bool,
     /// Sample every constrained token from its mask, even forced ones (for measuring what
     /// forced-token batching saves)

@@ -47,6 +47,38 @@ fn edit_json(path: &Path, f: impl FnOnce(&mut Value)) {
     std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
 }
 
+/// `-h` is a first screen (the common options and the examples); `--help` has everything,
+/// the expert options included.
+#[test]
+fn short_help_is_a_first_screen_and_long_help_has_every_option() {
+    for (sub, common, expert) in [
+        ("run", "--prompt", "--repeat-penalty"),
+        ("export", "--output", "--sensitivity"),
+        ("quantize", "--output", "--allow-nonfinite"),
+        ("serve", "--parallel", "--read-timeout"),
+    ] {
+        let short = String::from_utf8_lossy(&pocket(&[sub, "-h"]).stdout).to_string();
+        let long = String::from_utf8_lossy(&pocket(&[sub, "--help"]).stdout).to_string();
+        assert!(
+            short.lines().count() <= 80,
+            "{sub} -h: {} lines",
+            short.lines().count()
+        );
+        assert!(
+            short.contains(common) && short.contains("Examples"),
+            "{sub} -h: {short}"
+        );
+        assert!(
+            !short.contains("--activations"),
+            "{sub} -h shows an expert option"
+        );
+        assert!(!short.contains(expert), "{sub} -h shows {expert}");
+        for s in [common, expert, "--activations", "Examples"] {
+            assert!(long.contains(s), "{sub} --help lacks {s}");
+        }
+    }
+}
+
 #[test]
 fn help_lists_every_subcommand() {
     let out = pocket(&["--help"]);
