@@ -416,21 +416,24 @@ def load_tools(path):
 
 
 def call_parts(call):
-    """(name, arguments, note) from a pocket tool call; tolerates the OpenAI nesting and string
-    arguments, saying so in the note."""
+    """(name, arguments, note) from a pocket tool call in OpenAI's shape ({"id", "type":
+    "function", "function": {"name", "arguments": JSON text}}, as `run --json` and `serve` give
+    it); any other shape is read where it can be and named in the note."""
     if not isinstance(call, dict):
         return None, None, "call is not an object"
     note = None
-    fn = call.get("function") if isinstance(call.get("function"), dict) else call
-    if fn is not call:
-        note = "OpenAI-style nesting under 'function'"
+    fn = call.get("function") if isinstance(call.get("function"), dict) else None
+    if fn is None or call.get("type") != "function" or not isinstance(call.get("id"), str):
+        note = "not OpenAI's shape (id, type function, function)"
+        fn = fn or call
     name, args = fn.get("name"), fn.get("arguments")
     if isinstance(args, str):
         try:
             args = strict_loads(args)
-            note = (note + "; " if note else "") + "arguments given as a JSON string"
         except ValueError as e:
             return name, args, f"arguments string is not JSON: {e}"
+    else:
+        note = (note + "; " if note else "") + "arguments not given as a JSON string"
     return name, args, note
 
 
@@ -445,6 +448,8 @@ def judge_calls(run, params, validators):
             err = f"arguments are not an object: {args!r}"
         else:
             err = schema_error(validators[name], args)
+        # `run --json` gives OpenAI's shape, as `serve` does: another one is a failure.
+        err = err or (f"shape: {note}" if note else None)
         judged.append({"name": name, "arguments": args, "valid": err is None, "error": err, "note": note})
     return judged
 

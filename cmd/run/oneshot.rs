@@ -151,7 +151,14 @@ pub fn run(
             let names: Vec<&str> = f.tools.iter().map(|t| t.name.as_str()).collect();
             let p = parse_calls(&answer.text, &names);
             obj["content"] = json!(p.content);
-            obj["tool_calls"] = json!(p.calls);
+            // OpenAI's shape and finish reason, as `pocket serve` answers (ids numbered here).
+            let calls: Vec<_> = (p.calls.iter().enumerate())
+                .map(|(i, c)| c.openai(&format!("call_{i}")))
+                .collect();
+            if !calls.is_empty() && g.finish_reason == FinishReason::Stop {
+                obj["finish_reason"] = json!("tool_calls");
+            }
+            obj["tool_calls"] = json!(calls);
             if !p.errors.is_empty() {
                 obj["tool_call_errors"] = json!(p.errors);
             }

@@ -144,8 +144,12 @@ pub fn split_calls(text: &str, tool_names: &[String], ids: &mut impl FnMut() -> 
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                json!({"index": i, "id": ids(), "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments.to_string()}})
+                let mut call = json!({"index": i});
+                if let (Some(head), Value::Object(rest)) = (call.as_object_mut(), c.openai(&ids()))
+                {
+                    head.extend(rest);
+                }
+                call
             })
             .collect(),
     }

@@ -31,6 +31,16 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
+impl ToolCall {
+    /// OpenAI's shape of a call, the one `pocket serve` and `pocket run --json` both give:
+    /// `{"id", "type": "function", "function": {"name", "arguments"}}`, the arguments as a
+    /// JSON text.
+    pub fn openai(&self, id: &str) -> Value {
+        json!({"id": id, "type": "function",
+               "function": {"name": self.name, "arguments": self.arguments.to_string()}})
+    }
+}
+
 /// `--tool-choice`: may, must, or must not call; or must call this one.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolChoice {
