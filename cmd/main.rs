@@ -7,6 +7,7 @@
 mod bench;
 mod budget;
 mod convert;
+mod data_dir;
 mod decide;
 mod eval;
 mod export;

@@ -23,7 +23,7 @@ pub struct BbhArgs {
     /// Model: an HF checkpoint directory, a .pocket file or a GGUF
     pub model: PathBuf,
     /// Directory of the 27 tasks' <task>.jsonl files ({"input", "target"} lines)
-    #[arg(long, default_value = "data/bbh", value_name = "DIR")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("bbh"), value_name = "DIR")]
     pub data: PathBuf,
     /// Only these tasks, comma-separated (e.g. date_understanding,navigate; default: all 27)
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]

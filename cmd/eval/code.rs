@@ -62,12 +62,12 @@ pub fn score(task: &str, a: ScoreCodeArgs) -> Result<ExitCode> {
         );
     }
     let problems_path = a.problems.clone().unwrap_or_else(|| match task {
-        "humaneval" => PathBuf::from("data/humaneval/HumanEval.jsonl"),
-        _ => PathBuf::from("data/mbpp/test.jsonl"),
+        "humaneval" => crate::data_dir::data_path("humaneval/HumanEval.jsonl"),
+        _ => crate::data_dir::data_path("mbpp/test.jsonl"),
     });
     if !problems_path.exists() {
         anyhow::bail!(
-            "{}: no such problems file (scripts/fetch-eval-data.sh fetches it, or pass --problems)",
+            "{}: no such problems file (scripts/fetch-eval-data.sh fetches it into $POCKET_DATA, else the checkout's data/; or pass --problems)",
             problems_path.display()
         );
     }
@@ -244,8 +244,8 @@ pub fn code_run(set: &str, a: &CodeArgs) -> Result<super::generation::Done> {
         );
     }
     let problems_path = a.problems.clone().unwrap_or_else(|| match set {
-        "humaneval" => PathBuf::from("data/humaneval/HumanEval.jsonl"),
-        _ => PathBuf::from("data/mbpp/test.jsonl"),
+        "humaneval" => crate::data_dir::data_path("humaneval/HumanEval.jsonl"),
+        _ => crate::data_dir::data_path("mbpp/test.jsonl"),
     });
     check_data(&problems_path)?;
     let problems = Problems::read(&problems_path)?;

@@ -54,7 +54,7 @@ pub struct ScoreGsm8kArgs {
     #[arg(long)]
     pub responses: PathBuf,
     /// GSM8K test.jsonl (gold answers, matched by question; a row may carry its own "answer")
-    #[arg(long, default_value = "data/gsm8k/test.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("gsm8k/test.jsonl"))]
     pub data: PathBuf,
     /// Which task's filters: gsm8k, gsm8k_cot, gsm8k_cot_zeroshot, chat
     #[arg(long, default_value = "gsm8k", value_parser = |s: &str| Variant::parse(s).ok_or(format!("unknown variant `{s}`")))]
@@ -73,7 +73,7 @@ pub struct ScoreIfevalArgs {
     #[arg(long)]
     pub responses: PathBuf,
     /// IFEval's input_data.jsonl
-    #[arg(long, default_value = "data/ifeval/input_data.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("ifeval/input_data.jsonl"))]
     pub data: PathBuf,
     /// Print one JSON report (readable by `eval compare`) instead of text
     #[arg(long)]

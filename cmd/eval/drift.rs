@@ -25,14 +25,14 @@ pub struct DriftArgs {
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     pub tasks: Vec<String>,
     /// IFEval's input_data.jsonl
-    #[arg(long, default_value = "data/ifeval/input_data.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("ifeval/input_data.jsonl"))]
     pub ifeval_data: PathBuf,
     /// GSM8K test.jsonl
-    #[arg(long, default_value = "data/gsm8k/test.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("gsm8k/test.jsonl"))]
     pub gsm8k_data: PathBuf,
     /// Where the code, MATH and multiple-choice tasks read their data (DIR/humaneval/,
     /// DIR/mbpp/, DIR/math500/, DIR/bbh/, DIR/mmlu/, DIR/arc_challenge/, DIR/hellaswag/, DIR/gpqa/)
-    #[arg(long, default_value = "data", value_name = "DIR")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_root(), value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Directory for each run's results log (runs resume from them)
     #[arg(long, default_value = "eval-runs")]

@@ -25,7 +25,7 @@ pub struct IfevalArgs {
     /// Model: an HF checkpoint directory or a .pocket file
     pub model: PathBuf,
     /// IFEval's input_data.jsonl (scripts/fetch-eval-data.sh puts it here)
-    #[arg(long, default_value = "data/ifeval/input_data.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("ifeval/input_data.jsonl"))]
     pub data: PathBuf,
     /// Send each prompt as plain text instead of through the chat template (lm-eval without
     /// --apply_chat_template; for base models)
@@ -44,7 +44,7 @@ pub struct Gsm8kArgs {
     #[arg(long, default_value = "gsm8k", value_parser = parse_variant)]
     pub variant: Variant,
     /// GSM8K test.jsonl (scripts/fetch-eval-data.sh puts it here)
-    #[arg(long, default_value = "data/gsm8k/test.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("gsm8k/test.jsonl"))]
     pub data: PathBuf,
     /// For --variant gsm8k: GSM8K train rows whose first 5 are the exemplars [default: the
     /// gsm8k_cot exemplars written as "...\n#### N"]
@@ -444,7 +444,7 @@ pub(super) fn speed(engine: &Engine, start: Instant) -> Option<String> {
 pub(super) fn check_data(path: &Path) -> Result<()> {
     if !path.exists() {
         bail!(
-            "{}: no such file (scripts/fetch-eval-data.sh downloads the data sets; or give --data)",
+            "{}: no such file (scripts/fetch-eval-data.sh downloads the data sets into $POCKET_DATA, else the checkout's data/; or give --data)",
             path.display()
         );
     }

@@ -20,7 +20,7 @@ pub struct MathArgs {
     /// Model: an HF checkpoint directory, a .pocket file or a GGUF
     pub model: PathBuf,
     /// MATH-500 as {\"problem\", \"solution\"} lines (scripts/fetch-eval-data.sh puts it here)
-    #[arg(long, default_value = "data/math500/test.jsonl")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("math500/test.jsonl"))]
     pub data: PathBuf,
     #[command(flatten)]
     pub run: RunOpts,

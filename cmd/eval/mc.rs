@@ -39,7 +39,7 @@ pub struct McArgs {
     #[arg(long, value_parser = parse_benchmark, conflicts_with_all = ["style", "chat"])]
     pub task: Option<Benchmark>,
     /// Where --task reads its data (scripts/fetch-eval-data.sh's layout)
-    #[arg(long, default_value = "data", value_name = "DIR")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_root(), value_name = "DIR")]
     pub data_dir: PathBuf,
     /// cloze: "Question: Q\nAnswer:" scored on " choice text" (ARC style); letters: the
     /// choices listed as "A. ..." and scored on " A", " B", ... (MMLU style)

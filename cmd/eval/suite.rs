@@ -42,7 +42,7 @@ pub struct SuiteArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
     /// Where the data sets are (scripts/fetch-eval-data.sh's layout)
-    #[arg(long, default_value = "data", value_name = "DIR")]
+    #[arg(long, default_value_os_t = crate::data_dir::data_root(), value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Directory for each run's results log (runs resume from them)
     #[arg(long, default_value = "eval-runs")]

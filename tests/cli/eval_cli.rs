@@ -1484,3 +1484,41 @@ fn bbh_runs_its_tasks_and_names_bad_ones() {
         &["none", "fetch-eval-data.sh"],
     );
 }
+
+/// Without --data, an eval reads `$POCKET_DATA` wherever it is run from; a missing file names
+/// the path it looked for and how to fetch it.
+#[test]
+fn the_data_directory_is_pocket_data_from_anywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("sets");
+    std::fs::create_dir_all(data.join("ifeval")).unwrap();
+    std::fs::copy(
+        sample("ifeval_input_data.jsonl"),
+        data.join("ifeval/input_data.jsonl"),
+    )
+    .unwrap();
+    let model = tiny("qwen3-tiny");
+    let run = |pocket_data: &Path| {
+        common::pocket_command()
+            .current_dir(dir.path())
+            .env("POCKET_DATA", pocket_data)
+            .args(["eval", "ifeval", s(&model), "--limit", "1", "--json"])
+            .output()
+            .unwrap()
+    };
+    let o = run(&data);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["n"], 1);
+    assert_eq!(
+        j["details"]["data"].as_str().unwrap(),
+        s(&data.join("ifeval/input_data.jsonl"))
+    );
+    let o = run(&dir.path().join("none"));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("none/ifeval/input_data.jsonl: no such file") && err.contains("POCKET_DATA"),
+        "{err}"
+    );
+}
