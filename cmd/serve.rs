@@ -66,10 +66,13 @@ pub struct ServeArgs {
     /// lowered to what the slots' caches fit in memory]
     #[arg(long)]
     pub ctx: Option<usize>,
-    /// Most tokens one answer may have: a request's max_tokens is capped to it, and it is the
-    /// budget of a request that sets none [default: --ctx]
+    /// Most tokens one answer may have: a request's max_tokens is capped to it [default: --ctx]
     #[arg(long)]
     pub max_tokens_limit: Option<usize>,
+    /// The answer budget of a request that sets no max_tokens (at most --max-tokens-limit): a
+    /// looping answer costs seconds, not the whole context
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens_default: u32,
     /// Largest request body in bytes (larger: 413)
     #[arg(long, default_value_t = 4 << 20, hide_short_help = true)]
     pub max_body: usize,
@@ -192,6 +195,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         bail!("the slots' KV caches do not fit in memory: lower --parallel or --ctx");
     }
     let max_tokens_limit = args.max_tokens_limit.unwrap_or(ctx).max(1);
+    let max_tokens_default = (args.max_tokens_default as usize).min(max_tokens_limit);
     let opts = pocket_serve::Options {
         host: args.host.clone(),
         port: args.port,
@@ -204,6 +208,7 @@ pub fn main(args: ServeArgs) -> Result<ExitCode> {
         context: ctx,
         prompt_cache,
         max_tokens_limit,
+        max_tokens_default,
         max_body: args.max_body,
         read_timeout,
         write_timeout,

@@ -217,12 +217,23 @@ def check_errors(base, client):
     print("errors: BadRequestError / NotFoundError / AuthenticationError with OpenAI's fields")
 
 
+def check_default_budget(client):
+    """A request without max_tokens gets --max-tokens-default (64 here), not the context."""
+    r = client.chat.completions.create(
+        model="model", messages=messages(None, "Count from 1 to 500, one number per line."),
+        temperature=0)
+    ok(r.usage.completion_tokens == 64 and r.choices[0].finish_reason == "length",
+       f"no max_tokens: cut at --max-tokens-default ({r.usage.completion_tokens} tokens, "
+       f"{r.choices[0].finish_reason})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pocket", default=os.path.join(ROOT, "target/release/pocket"))
     ap.add_argument("--model", default=SMOLLM2)
     a = ap.parse_args()
-    with pocket_server(a.pocket, a.model, "--parallel", "4", api_key=KEY) as srv:
+    with pocket_server(a.pocket, a.model, "--parallel", "4", "--max-tokens-default", "64",
+                       api_key=KEY) as srv:
         client = OpenAI(base_url=srv.base + "/v1", api_key=KEY, max_retries=0, timeout=300)
         check_chat(client, a.pocket, a.model)
         check_completion(client, a.pocket, a.model)
@@ -230,6 +241,7 @@ def main():
         check_schema(client)
         check_tools(client)
         check_errors(srv.base, client)
+        check_default_budget(client)
         code = srv.terminate()
         ok(code == 0, f"exit status after SIGTERM: {code}")
         ok(KEY not in srv.log(), "the API key is not logged")

@@ -62,6 +62,8 @@ pub struct Options {
     /// Bytes of prompts' keys and values kept for later requests that start alike (0: none).
     pub prompt_cache: usize,
     pub max_tokens_limit: usize,
+    /// The budget of a request that sets no `max_tokens` (≤ `max_tokens_limit`).
+    pub max_tokens_default: usize,
     pub max_body: usize,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
@@ -94,7 +96,12 @@ pub fn run(model: Arc<LoadedModel>, opts: Options) -> Result<(), ServeError> {
         },
     )?;
     engine.set_step_delay(opts.step_delay);
-    let defaults = prompt::Defaults::for_model(&model, opts.max_tokens_limit, opts.context);
+    let defaults = prompt::Defaults::for_model(
+        &model,
+        opts.max_tokens_limit,
+        opts.max_tokens_default,
+        opts.context,
+    );
     let mut app = app::App::new(
         model,
         engine,

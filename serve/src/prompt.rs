@@ -21,14 +21,22 @@ use serde_json::{json, Value};
 pub struct Defaults {
     pub sampler: SamplerConfig,
     /// Most tokens an answer may have (`--max-tokens-limit`): a request's `max_tokens` is
-    /// capped to it, and it is the budget when the request sets none.
+    /// capped to it.
     pub max_tokens_limit: usize,
+    /// The budget when the request sets none (`--max-tokens-default`, 1024): a model that
+    /// loops stops after seconds rather than filling the context.
+    pub max_tokens_default: usize,
     /// Positions a slot holds.
     pub context: usize,
 }
 
 impl Defaults {
-    pub fn for_model(m: &LoadedModel, max_tokens_limit: usize, context: usize) -> Defaults {
+    pub fn for_model(
+        m: &LoadedModel,
+        max_tokens_limit: usize,
+        max_tokens_default: usize,
+        context: usize,
+    ) -> Defaults {
         let g = &m.generation;
         // OpenAI's defaults under the model's generation_config, by `pocket run`'s rule.
         let openai = SamplerConfig {
@@ -38,6 +46,7 @@ impl Defaults {
         Defaults {
             sampler: openai.with_generation_config(g, g.do_sample.unwrap_or(false)),
             max_tokens_limit,
+            max_tokens_default: max_tokens_default.clamp(1, max_tokens_limit.max(1)),
             context,
         }
     }
@@ -93,7 +102,7 @@ fn settings(m: &LoadedModel, d: &Defaults, c: &Common, seed: u64) -> Result<Sett
     }
     let max_tokens = c
         .max_tokens
-        .map_or(d.max_tokens_limit, |n| {
+        .map_or(d.max_tokens_default, |n| {
             n.min(d.max_tokens_limit as u64) as usize
         })
         .max(1);
