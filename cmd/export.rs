@@ -90,7 +90,7 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
     )?;
     // Re-quantizing a GGUF's blocks changes the model: say by how much, measured.
     // So does fitting a size: measured the same way.
-    let requantized = args.quant.quant.is_some() && is_gguf(&args.input);
+    let requantized = !recipe.keep_source_blocks && fitted.is_none() && is_gguf(&args.input);
     let drift = if requantized || fitted.is_some() {
         Some(requantize_drift(&args.input, &args.output, args.json)?)
     } else {
@@ -118,9 +118,9 @@ pub fn main(args: ExportArgs) -> Result<ExitCode> {
             let verdict = if kl < 0.005 {
                 "close to the GGUF"
             } else if kl < 0.03 {
-                "measurably worse than the GGUF: keep the GGUF's blocks (export without --quant) unless the size matters"
+                "measurably worse than the GGUF: keep the GGUF's blocks (export without --quant/--block/--sym) unless the size matters"
             } else {
-                "a worse model than the GGUF: keep its blocks (export without --quant), or use --quant q8"
+                "a worse model than the GGUF: keep its blocks (export without --quant/--block/--sym), or use --quant q8"
             };
             println!(
                 "re-quantized from the GGUF: KL {kl:.4} from it on the built-in text ({n} tokens), top-1 agreement {:.1} %: {verdict}",

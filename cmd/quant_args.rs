@@ -180,8 +180,13 @@ impl QuantArgs {
         let linear = self.storage()?;
         let mut r = Recipe {
             linear,
-            // A GGUF keeps its blocks unless a type or a size is asked for.
-            keep_source_blocks: self.quant.is_none() && self.size.is_none() && self.bpw.is_none(),
+            // A GGUF keeps its blocks unless a type or a size is asked for; --block and --sym
+            // ask for Q4 of that shape (a flag is never silently ignored).
+            keep_source_blocks: self.quant.is_none()
+                && self.size.is_none()
+                && self.bpw.is_none()
+                && self.block == 64
+                && !self.sym,
             embed: pocket_formats::recipe::default_embed(linear),
             allow_nonfinite: self.allow_nonfinite,
             gptq: self.gptq,

@@ -88,9 +88,12 @@ class Server:
             pass
 
 
-def pocket_server(pocket, model, *args, api_key=None):
+def pocket_server(pocket, model, *args, api_key=None, alias="model"):
+    """`pocket serve` on a free port; `alias=None` serves under the file's own name."""
     port = free_port()
-    argv = [pocket, "serve", model, "--port", str(port), "--alias", "model", *args]
+    argv = [pocket, "serve", model, "--port", str(port), *args]
+    if alias:
+        argv += ["--alias", alias]
     if api_key:
         argv += ["--api-key", api_key]
     return Server(argv, port)

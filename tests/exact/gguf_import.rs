@@ -329,6 +329,31 @@ fn re_quantized_ggml_blocks_are_not_reported_as_kept() {
     assert!(text.contains("quantized"), "{text}");
 }
 
+/// `--block` and `--sym` ask for Q4 of that shape, so a GGUF given them is re-quantized (never
+/// a flag silently ignored): no tensor is carried, and the report measures the KL it cost.
+#[test]
+fn block_and_sym_re_quantize_a_gguf_and_say_what_it_cost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/gguf/llama-tiny-q8_0.gguf");
+    for flag in [&["--block", "32"][..], &["--sym"][..]] {
+        let out = tmp.path().join("q4.pocket");
+        let (srcs, outs) = (src.to_str().unwrap(), out.to_str().unwrap());
+        let args = [&["export", srcs, "-o", outs, "--json"][..], flag].concat();
+        let o = crate::common::pocket_ok(&args);
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let tensors = report["report"]["tensors"].as_array().unwrap();
+        assert!(
+            tensors.iter().all(|t| t.get("carried").is_none()),
+            "{flag:?}"
+        );
+        assert!(tensors
+            .iter()
+            .any(|t| t["dtype"].as_str().is_some_and(|d| d.starts_with("q4"))));
+        let kl = report["drift_from_source"]["kl_mean"].as_f64().unwrap();
+        assert!(kl > 0.0, "{flag:?}: KL {kl}");
+    }
+}
+
 #[test]
 fn export_of_a_gguf_keeps_every_block_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
