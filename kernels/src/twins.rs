@@ -51,6 +51,40 @@ fn per_token(
     out
 }
 
+/// Random Q8 codes and scales for the case (codes first, then the f16 scales).
+fn q8_bytes(c: &Case, rng: &mut Rng) -> Vec<u8> {
+    q8_codec::quantize(&rng.vec(c.rows * c.cols, 0.2), c.rows, c.cols, c.block).0
+}
+
+fn q8_matrix<'a>(c: &Case, bytes: &'a [u8]) -> q8::Q8Matrix<'a> {
+    let (codes, scales) = bytes.split_at(c.rows * c.cols);
+    q8::Q8Matrix {
+        codes,
+        scales,
+        rows: c.rows,
+        cols: c.cols,
+        block: c.block,
+    }
+}
+
+/// A row-major family's two entry points against its twin, rows `first..first + count`:
+/// `tokens` (all of `acts` at once) and `one` (the mat-vec, first token).
+fn rows_against_twin(
+    acts: &[QuantActs],
+    count: usize,
+    twin: impl FnMut(&QuantActs, &mut [f32]),
+    tokens: impl FnOnce(&mut [f32]),
+    one: impl FnOnce(&mut [f32]),
+) -> Result<(), String> {
+    let want = per_token(acts, count, twin);
+    let mut got = vec![f32::NAN; want.len()];
+    tokens(&mut got);
+    close(&got, &want, INT_TOL).map_err(|e| format!("tokens {e}"))?;
+    let mut first = vec![f32::NAN; count];
+    one(&mut first);
+    close(&first, &want[..count], INT_TOL).map_err(|e| format!("one token {e}"))
+}
+
 #[test]
 fn q4_rows_on_random_shapes() {
     let shapes = Shapes {
@@ -66,13 +100,13 @@ fn q4_rows_on_random_shapes() {
         let w = q4::Q4Matrix::from_bytes(&bytes, c.rows, c.cols, c.block, c.sym);
         let acts = acts(c, &mut rng, q4::act_chunk(cpu));
         let (first, count) = (c.rows / 3, c.rows - c.rows / 3);
-        let want = per_token(&acts, count, |a, o| q4::dot_rows_scalar(&w, first, a, o));
-        let mut got = vec![f32::NAN; want.len()];
-        q4::dot_rows_tokens(cpu, &w, first, count, &acts, &mut got);
-        close(&got, &want, INT_TOL).map_err(|e| format!("tokens {e}"))?;
-        let mut one = vec![f32::NAN; count];
-        q4::dot_rows(cpu, &w, first, &acts[0], &mut one);
-        close(&one, &want[..count], INT_TOL).map_err(|e| format!("one token {e}"))
+        rows_against_twin(
+            &acts,
+            count,
+            |a, o| q4::dot_rows_scalar(&w, first, a, o),
+            |got| q4::dot_rows_tokens(cpu, &w, first, count, &acts, got),
+            |got| q4::dot_rows(cpu, &w, first, &acts[0], got),
+        )
     });
 }
 
@@ -87,25 +121,17 @@ fn q8_rows_on_random_shapes() {
     };
     against_twin("q8", &random_cases(43, 32, &shapes), |cpu, c| {
         let mut rng = Rng(c.seed);
-        let (bytes, _) =
-            q8_codec::quantize(&rng.vec(c.rows * c.cols, 0.2), c.rows, c.cols, c.block);
-        let (codes, scales) = bytes.split_at(c.rows * c.cols);
-        let w = q8::Q8Matrix {
-            codes,
-            scales,
-            rows: c.rows,
-            cols: c.cols,
-            block: c.block,
-        };
+        let bytes = q8_bytes(c, &mut rng);
+        let w = q8_matrix(c, &bytes);
         let acts = acts(c, &mut rng, 0);
         let (first, count) = (c.rows / 3, c.rows - c.rows / 3);
-        let want = per_token(&acts, count, |a, o| q8::dot_rows_scalar(&w, first, a, o));
-        let mut got = vec![f32::NAN; want.len()];
-        q8::dot_rows_tokens(cpu, &w, first, count, &acts, &mut got);
-        close(&got, &want, INT_TOL).map_err(|e| format!("tokens {e}"))?;
-        let mut one = vec![f32::NAN; count];
-        q8::dot_rows(cpu, &w, first, &acts[0], &mut one);
-        close(&one, &want[..count], INT_TOL).map_err(|e| format!("one token {e}"))
+        rows_against_twin(
+            &acts,
+            count,
+            |a, o| q8::dot_rows_scalar(&w, first, a, o),
+            |got| q8::dot_rows_tokens(cpu, &w, first, count, &acts, got),
+            |got| q8::dot_rows(cpu, &w, first, &acts[0], got),
+        )
     });
 }
 
@@ -153,16 +179,8 @@ fn q8_packed_on_random_shapes() {
     };
     against_twin("q8 packed", &random_cases(53, 24, &shapes), |cpu, c| {
         let mut rng = Rng(c.seed);
-        let (bytes, _) =
-            q8_codec::quantize(&rng.vec(c.rows * c.cols, 0.2), c.rows, c.cols, c.block);
-        let (codes, scales) = bytes.split_at(c.rows * c.cols);
-        let w = q8::Q8Matrix {
-            codes,
-            scales,
-            rows: c.rows,
-            cols: c.cols,
-            block: c.block,
-        };
+        let bytes = q8_bytes(c, &mut rng);
+        let w = q8_matrix(c, &bytes);
         let p = q8_packed::PackedQ8::pack(&w).ok_or("the shape does not pack")?;
         let first = q8_packed::GROUP * (c.rows > q8_packed::GROUP) as usize;
         let count = c.rows - first;

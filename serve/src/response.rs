@@ -144,11 +144,8 @@ pub fn split_calls(text: &str, tool_names: &[String], ids: &mut impl FnMut() -> 
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let mut call = json!({"index": i});
-                if let (Some(head), Value::Object(rest)) = (call.as_object_mut(), c.openai(&ids()))
-                {
-                    head.extend(rest);
-                }
+                let mut call = c.openai(&ids());
+                call["index"] = json!(i);
                 call
             })
             .collect(),
