@@ -10,7 +10,10 @@ Instruct Q4_1 by default): every check is what an app or agent pipeline does wit
     against the tool's parameters, the result sent back as a `tool` message, a final answer;
   - logprobs (one entry per answer token, greedy picks the top entry);
   - errors: the client's exception types and OpenAI's error fields for bad requests, an unknown
-    model, a wrong API key.
+    model, a wrong API key;
+  - the served `/openapi.json` (generated from the server's own types) against what the server
+    does, by `jsonschema`: the bodies sent validate as the document's requests, a body the
+    document refuses is refused, and each raw response validates as the document's response.
 
 Usage: python scripts/check_serve.py --pocket target/release/pocket [--model GGUF]
 Exit status 1 on the first failed check (it is named), 0 when all pass.
@@ -20,6 +23,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 import jsonschema
 import openai
@@ -217,6 +222,79 @@ def check_errors(base, client):
     print("errors: BadRequestError / NotFoundError / AuthenticationError with OpenAI's fields")
 
 
+def http(base, method, path, body=None, key=KEY):
+    """(status, parsed JSON body) of one raw request."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def check_openapi(base):
+    """The document the server publishes describes what it does: requests it answers validate
+    as its request schemas, one it refuses does not, and every response validates as the
+    document's schema for that operation and status (jsonschema, draft 2020-12)."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+    status, doc = http(base, "GET", "/openapi.json")
+    ok(status == 200 and doc.get("openapi", "").startswith("3.1"), f"/openapi.json: {status}")
+    reg = Registry().with_resource("urn:doc", Resource.from_contents(
+        doc, default_specification=DRAFT202012))
+
+    def valid(schema_ref, value):
+        v = jsonschema.Draft202012Validator({"$ref": "urn:doc" + schema_ref}, registry=reg)
+        errs = sorted(v.iter_errors(value), key=lambda e: list(e.path))
+        return [f"{list(e.path)}: {e.message}" for e in errs]
+
+    def response_ref(path, method, code):
+        r = doc["paths"][path][method]["responses"][str(code)]
+        return "#" + "/".join(["", "paths", path.replace("/", "~1"), method, "responses",
+                               str(code), "content", "application~1json", "schema"]) \
+            if "content" in r else None
+
+    cases = [
+        ("/v1/chat/completions", {"model": "model", "max_tokens": 8, "temperature": 0,
+                                  "messages": messages("Be brief.", "Name a color.")}, 200),
+        ("/v1/chat/completions", {"model": "model", "max_tokens": 8, "logprobs": True,
+                                  "top_logprobs": 2, "stop": ["\n"], "seed": 3,
+                                  "messages": [{"role": "user", "content": [
+                                      {"type": "text", "text": "Say hi."}]}]}, 200),
+        ("/v1/completions", {"model": "model", "prompt": "The sky is", "max_tokens": 6,
+                             "logprobs": 2, "echo": False}, 200),
+        ("/v1/completions", {"model": "model", "prompt": [[1, 2, 3]], "max_tokens": 2}, 200),
+        ("/v1/chat/completions", {"model": "model", "messages": [{"role": "bot",
+                                                                  "content": "x"}]}, 400),
+        ("/v1/chat/completions", {"model": "model", "temperature": 3,
+                                  "messages": messages(None, "hi")}, 400),
+        ("/v1/completions", {"model": "model"}, 400),
+    ]
+    request_ref = {"/v1/chat/completions": "#/components/schemas/ChatRequest",
+                   "/v1/completions": "#/components/schemas/CompletionRequest"}
+    for path, body, want in cases:
+        errs = valid(request_ref[path], body)
+        ok(not errs if want == 200 else bool(errs),
+           f"{path} {json.dumps(body)[:80]}: the document {'refuses' if errs else 'accepts'} it "
+           f"({errs[:2]}), the server should answer {want}")
+        status, got = http(base, "POST", path, body)
+        ok(status == want, f"{path}: {status}, want {want}: {got}")
+        ref = response_ref(path, "post", status)
+        errs = valid(ref, got)
+        ok(not errs, f"{path} {status} response against the document: {errs[:3]}")
+    for path, key, want in [("/v1/models", KEY, 200), ("/v1/models/model", KEY, 200),
+                            ("/v1/models/other", KEY, 404), ("/v1/models", "wrong", 401),
+                            ("/health", KEY, 200), ("/lora-adapters", KEY, 200)]:
+        status, got = http(base, "GET", path, key=key)
+        ok(status == want, f"GET {path}: {status}, want {want}")
+        doc_path = "/v1/models/{id}" if path.startswith("/v1/models/") else path
+        errs = valid(response_ref(doc_path, "get", status), got)
+        ok(not errs, f"GET {path} {status} against the document: {errs[:3]}")
+    print(f"openapi: {len(cases)} requests and 6 GETs, each as the served document says")
+
+
 def check_default_budget(client):
     """A request without max_tokens gets --max-tokens-default (64 here), not the context."""
     r = client.chat.completions.create(
@@ -242,6 +320,7 @@ def main():
         check_tools(client)
         check_errors(srv.base, client)
         check_default_budget(client)
+        check_openapi(srv.base)
         code = srv.terminate()
         ok(code == 0, f"exit status after SIGTERM: {code}")
         ok(KEY not in srv.log(), "the API key is not logged")

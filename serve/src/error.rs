@@ -2,6 +2,7 @@
 //! status a client's retry logic reads (400 bad request, 401, 404 unknown model, 408, 413,
 //! 429 with `Retry-After`, 503 while stopping).
 
+use crate::objects::{ErrorBody, ErrorDetail};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -143,12 +144,18 @@ impl ApiError {
 
     /// The error object, as the body of a response or an SSE `data:` line.
     pub fn to_json(&self) -> serde_json::Value {
-        json!({"error": {
-            "message": self.message,
-            "type": self.kind,
-            "param": self.param,
-            "code": self.code,
-        }})
+        json!(self.object())
+    }
+
+    pub fn object(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                message: self.message.clone(),
+                kind: self.kind.to_string(),
+                param: self.param.clone(),
+                code: self.code.map(str::to_string),
+            },
+        }
     }
 }
 

@@ -226,7 +226,7 @@ impl Answer {
 
     fn ended(&mut self, f: &Finished, called: bool) {
         self.rec.cached_tokens = f.cached_tokens;
-        self.rec.finish = Some(response::finish_reason(f, called).to_string());
+        self.rec.finish = Some(response::finish_reason(f, called).as_str().to_string());
         self.rec.ended = true;
     }
 
@@ -252,34 +252,25 @@ impl Answer {
         let calls = response::split_calls(&f.text, &self.tool_names, &mut || app.call_id());
         self.ended(&f, !calls.calls.is_empty());
         let m = &self.app.model;
-        let (text, logprobs) = match self.head.endpoint {
-            Endpoint::Chat => (
-                calls.content,
-                (!lps.is_empty()).then(|| {
-                    Value::Array(
-                        lps.iter()
-                            .map(|(id, lp)| response::chat_logprob(m, *id, lp))
-                            .collect(),
-                    )
-                }),
-            ),
+        let fp = &self.app.fingerprint;
+        match self.head.endpoint {
+            Endpoint::Chat => {
+                let lp = (!lps.is_empty()).then(|| {
+                    lps.iter()
+                        .map(|(id, lp)| response::chat_logprob(m, *id, lp))
+                        .collect()
+                });
+                let body = response::whole_chat(&self.head, fp, &f, calls.content, calls.calls, lp);
+                json_response(&body)
+            }
             Endpoint::Completion => {
                 let echo = self.echo.clone().unwrap_or_default();
                 let lp =
                     (!lps.is_empty()).then(|| response::completion_logprobs(m, &lps, echo.len()));
-                (format!("{echo}{}", f.text), lp)
+                let text = format!("{echo}{}", f.text);
+                json_response(&response::whole_text(&self.head, fp, &f, text, lp))
             }
-        };
-        let body = response::whole(
-            &self.head,
-            &self.app.fingerprint,
-            &f,
-            &text,
-            &calls.calls,
-            logprobs,
-            true,
-        );
-        json_response(&body)
+        }
     }
 
     /// Server-sent events, one chunk per piece of text, ending with `data: [DONE]`. The
@@ -381,7 +372,7 @@ impl Streaming {
                 let m = self.answer.app.model.clone();
                 let lp = logprob.map(|lp| match chat {
                     true => json!([response::chat_logprob(&m, id, &lp)]),
-                    false => response::completion_logprobs(&m, &[(id, lp)], self.offset),
+                    false => json!(response::completion_logprobs(&m, &[(id, lp)], self.offset)),
                 });
                 self.text(&shown, lp);
             }
@@ -416,7 +407,7 @@ impl Streaming {
         }
         self.answer.ended(&f, !calls.calls.is_empty());
         let reason = response::finish_reason(&f, !calls.calls.is_empty());
-        self.chunk(json!({}), None, Some(reason));
+        self.chunk(json!({}), None, Some(reason.as_str()));
         if self.answer.include_usage {
             let u = response::usage_chunk(&self.answer.head, &self.answer.app.fingerprint, &f);
             self.out.push_back(frame(&u));
@@ -426,8 +417,17 @@ impl Streaming {
     }
 }
 
-pub fn json_response(v: &Value) -> Response {
-    let mut r = (StatusCode::OK, v.to_string()).into_response();
+/// A 200 with `v` as JSON (the response types serialize without fail: string keys only; a
+/// failure would be a 500, never a partial body).
+pub fn json_response<T: serde::Serialize + ?Sized>(v: &T) -> Response {
+    let text = match serde_json::to_string(v) {
+        Ok(t) => t,
+        Err(e) => {
+            return ApiError::engine(format!("the response does not serialize: {e}"))
+                .into_response()
+        }
+    };
+    let mut r = (StatusCode::OK, text).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

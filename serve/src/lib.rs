@@ -2,7 +2,10 @@
 //! (`pocket::serving`, continuous batching with prefix reuse). docs/serve.md is the guide.
 //!
 //! - error.rs: OpenAI's error object and statuses;
-//! - request.rs: request bodies read field by field (400s naming the field);
+//! - wire.rs: the request bodies as serde types (a wrong type is a 400 naming the field);
+//!   request.rs: their ranges and the rules between fields;
+//! - objects.rs: the response bodies as types; openapi.rs: `/openapi.json`, generated from
+//!   wire.rs and objects.rs (utoipa), with System One's part (systemone.openapi.json);
 //! - prompt.rs: a request made into prompt ids, sampling and a constraint for the engine;
 //! - response.rs: response objects, chunks, logprobs, tool calls;
 //! - handlers.rs: the two generation endpoints, whole or streamed;
@@ -17,13 +20,16 @@ mod decide;
 mod error;
 mod handlers;
 mod metrics;
+mod objects;
+mod openapi;
 mod prompt;
 mod request;
 mod response;
 mod routes;
+mod wire;
 
 pub use error::ApiError;
-pub use routes::OPENAPI;
+pub use openapi::document as openapi_document;
 
 use pocket::loader::LoadedModel;
 use pocket::serving::{Capacity, Engine};

@@ -1,10 +1,11 @@
-//! Request bodies read field by field, with OpenAI's types and ranges: a wrong type or value
-//! is a 400 naming the field (`param`), unknown fields are ignored, as OpenAI does. The result
-//! is plain data ([`ChatRequest`], [`CompletionRequest`]); turning it into prompt ids and a
-//! constraint needs the model (prompt.rs).
+//! Request bodies checked: wire.rs reads them into serde types (a wrong type is a 400 naming
+//! the field), and this file checks OpenAI's ranges and the rules between fields, with the same
+//! `param`. The result is plain data ([`ChatRequest`], [`CompletionRequest`]); turning it into
+//! prompt ids and a constraint needs the model (prompt.rs).
 
 use crate::error::ApiError;
-use serde_json::{Map, Value};
+use crate::wire::{self, FormatKind, Int, MessageContent, Num, Prompt, PromptOne, Stop, ToolMode};
+use serde_json::Value;
 
 /// Sampling fields shared by both endpoints (`None`: the server's default).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -43,50 +44,39 @@ pub enum LoraRef {
 }
 
 /// `"lora": [{"id": 0, "scale": 0.5}, {"id": "name", "scale": 1}]` (llama.cpp's shape; a name
-/// is pocket's addition).
-pub fn lora_list(v: &Value, param: &str) -> Result<Vec<(LoraRef, f32)>, ApiError> {
-    let Value::Array(items) = v else {
-        return Err(wrong(param, "an array of objects with 'id' and 'scale'", v));
-    };
+/// is pocket's addition), checked; `param` names the list in errors.
+pub fn lora_list(
+    items: Vec<wire::LoraScale>,
+    param: &str,
+) -> Result<Vec<(LoraRef, f32)>, ApiError> {
     if items.len() > 64 {
         return Err(ApiError::invalid(param, "at most 64 adapters"));
     }
     items
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, it)| {
             let p = format!("{param}[{i}]");
-            let Value::Object(o) = it else {
-                return Err(wrong(&p, "an object with 'id' and 'scale'", it));
-            };
-            let id = match o.get("id") {
-                Some(Value::Number(n)) => {
-                    n.as_u64().map(|n| LoraRef::Id(n as usize)).ok_or_else(|| {
-                        ApiError::invalid(
-                            &format!("{p}.id"),
-                            "'id' must be an adapter's index (0, 1, …) or name",
-                        )
-                    })?
+            let id = match it.id {
+                Some(wire::AdapterId::Index(n)) => {
+                    LoraRef::Id(usize::try_from(n).unwrap_or(usize::MAX))
                 }
-                Some(Value::String(s)) => LoraRef::Name(s.clone()),
-                Some(v) => return Err(wrong(&format!("{p}.id"), "an integer or a string", v)),
+                Some(wire::AdapterId::Name(s)) => LoraRef::Name(s),
                 None => return Err(ApiError::invalid(&format!("{p}.id"), "'id' is required")),
             };
-            let scale = match o.get("scale") {
-                None => 1.0,
-                Some(v) => v
-                    .as_f64()
-                    .filter(|x| x.is_finite() && x.abs() <= 1e3)
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            &format!("{p}.scale"),
-                            "'scale' must be a number from -1000 to 1000",
-                        )
-                    })?,
-            };
-            Ok((id, scale as f32))
+            let scale = number(it.scale, &format!("{p}.scale"), -1e3, 1e3)?.unwrap_or(1.0);
+            Ok((id, scale))
         })
         .collect()
+}
+
+/// `POST /lora-adapters`' body: the list alone (`param` prefix `body`).
+pub fn lora_body(v: &Value) -> Result<Vec<(LoraRef, f32)>, ApiError> {
+    let items: Vec<wire::LoraScale> = wire::read(v).map_err(|mut e| {
+        e.param = Some(format!("body{}", e.param.as_deref().unwrap_or("")));
+        e
+    })?;
+    lora_list(items, "body")
 }
 
 /// One message of a chat request, as the chat template takes it.
@@ -144,7 +134,7 @@ pub struct CompletionRequest {
 }
 
 /// The body as a JSON object: not UTF-8, not JSON, or not an object is a 400.
-pub fn parse_body(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+pub fn parse_body(bytes: &[u8]) -> Result<Value, ApiError> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         ApiError::body(format!(
             "The request body is not valid UTF-8 (first bad byte at offset {})",
@@ -159,7 +149,7 @@ pub fn parse_body(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
         ))
     })?;
     match v {
-        Value::Object(o) => Ok(o),
+        Value::Object(_) => Ok(v),
         other => Err(ApiError::body(format!(
             "The request body must be a JSON object, not {}",
             kind(&other)
@@ -178,111 +168,37 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-fn wrong(param: &str, want: &str, got: &Value) -> ApiError {
-    ApiError::invalid(
-        param,
-        format!("'{param}' must be {want}, not {}", kind(got)),
-    )
+/// A number in `lo..=hi` (finite).
+fn number(v: Option<Num>, p: &str, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
+    match v {
+        None => Ok(None),
+        Some(Num(x)) if (lo..=hi).contains(&x) => Ok(Some(x as f32)),
+        Some(Num(x)) => Err(ApiError::invalid(
+            p,
+            format!("'{p}' must be between {lo} and {hi}; got {x}"),
+        )),
+    }
 }
 
-/// Typed access to an object's fields; `null` reads as absent, as in OpenAI's API.
-struct Fields<'a> {
-    obj: &'a Map<String, Value>,
-    prefix: String,
-}
-
-impl<'a> Fields<'a> {
-    fn new(obj: &'a Map<String, Value>, prefix: &str) -> Fields<'a> {
-        Fields {
-            obj,
-            prefix: prefix.to_string(),
-        }
-    }
-
-    fn path(&self, key: &str) -> String {
-        if self.prefix.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.prefix)
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<&'a Value> {
-        self.obj.get(key).filter(|v| !v.is_null())
-    }
-
-    fn string(&self, key: &str) -> Result<Option<&'a str>, ApiError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(wrong(&self.path(key), "a string", v)),
-        }
-    }
-
-    fn bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(wrong(&self.path(key), "a boolean", v)),
-        }
-    }
-
-    /// A finite number in `lo..=hi`.
-    fn number(&self, key: &str, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let x = v
-            .as_f64()
-            .ok_or_else(|| wrong(&self.path(key), "a number", v))?;
-        if !(lo..=hi).contains(&x) {
-            return Err(ApiError::invalid(
-                &self.path(key),
-                format!(
-                    "'{}' must be between {lo} and {hi}; got {x}",
-                    self.path(key)
-                ),
-            ));
-        }
-        Ok(Some(x as f32))
-    }
-
-    /// An integer in `lo..=hi` (a float with no fraction is taken, as Python clients send).
-    fn integer(&self, key: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let p = self.path(key);
-        let n = match v {
-            Value::Number(n) => n
-                .as_i64()
-                .or_else(|| n.as_u64().map(|_| i64::MAX))
-                .or_else(|| {
-                    n.as_f64()
-                        .filter(|f| f.fract() == 0.0 && f.abs() < 9e15)
-                        .map(|f| f as i64)
-                }),
-            _ => None,
-        }
-        .ok_or_else(|| wrong(&p, "an integer", v))?;
-        if !(lo..=hi).contains(&n) {
-            return Err(ApiError::invalid(
-                &p,
-                format!("'{p}' must be an integer from {lo} to {hi}; got {v}"),
-            ));
-        }
-        Ok(Some(n))
+/// An integer in `lo..=hi`.
+fn integer(v: Option<Int>, p: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
+    match v {
+        None => Ok(None),
+        Some(Int(n)) if (lo..=hi).contains(&n) => Ok(Some(n)),
+        Some(Int(n)) => Err(ApiError::invalid(
+            p,
+            format!("'{p}' must be an integer from {lo} to {hi}; got {n}"),
+        )),
     }
 }
 
 /// Fields both endpoints read.
-fn common(o: &Map<String, Value>) -> Result<Common, ApiError> {
-    let f = Fields::new(o, "");
+fn common(body: &Value) -> Result<Common, ApiError> {
+    let f: wire::CommonFields = wire::read(body)?;
     let model = f
-        .string("model")?
-        .ok_or_else(|| ApiError::invalid("model", "'model' is required"))?
-        .to_string();
-    match f.integer("n", 1, i64::MAX)? {
+        .model
+        .ok_or_else(|| ApiError::invalid("model", "'model' is required"))?;
+    match integer(f.n, "n", 1, i64::MAX)? {
         None | Some(1) => {}
         Some(n) => {
             return Err(ApiError::invalid(
@@ -292,90 +208,71 @@ fn common(o: &Map<String, Value>) -> Result<Common, ApiError> {
         }
     }
     let max_tokens = match (
-        f.integer("max_tokens", 1, i64::MAX)?,
-        f.integer("max_completion_tokens", 1, i64::MAX)?,
+        integer(f.max_tokens, "max_tokens", 1, i64::MAX)?,
+        integer(
+            f.max_completion_tokens,
+            "max_completion_tokens",
+            1,
+            i64::MAX,
+        )?,
     ) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
     .map(|n| n as u64);
-    let stop = match f.get("stop") {
+    let stop = match f.stop {
         None => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => {
-            if a.len() > 16 {
-                return Err(ApiError::invalid(
-                    "stop",
-                    format!("'stop' takes at most 16 strings; got {}", a.len()),
-                ));
-            }
-            a.iter()
-                .enumerate()
-                .map(|(i, s)| match s {
-                    Value::String(s) => Ok(s.clone()),
-                    v => Err(wrong(&format!("stop[{i}]"), "a string", v)),
-                })
-                .collect::<Result<_, _>>()?
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(a)) if a.len() > 16 => {
+            return Err(ApiError::invalid(
+                "stop",
+                format!("'stop' takes at most 16 strings; got {}", a.len()),
+            ))
         }
-        Some(v) => return Err(wrong("stop", "a string or an array of strings", v)),
+        Some(Stop::Many(a)) => a,
     };
-    let stream = f.bool("stream")?.unwrap_or(false);
-    let include_usage = match f.get("stream_options") {
+    let stream = f.stream.unwrap_or(false);
+    let include_usage = match f.stream_options {
         None => false,
-        Some(Value::Object(so)) => {
-            if !stream {
-                return Err(ApiError::invalid(
-                    "stream_options",
-                    "'stream_options' is only allowed when 'stream' is true",
-                ));
-            }
-            Fields::new(so, "stream_options")
-                .bool("include_usage")?
-                .unwrap_or(false)
+        Some(_) if !stream => {
+            return Err(ApiError::invalid(
+                "stream_options",
+                "'stream_options' is only allowed when 'stream' is true",
+            ))
         }
-        Some(v) => return Err(wrong("stream_options", "an object", v)),
+        Some(so) => so.include_usage.unwrap_or(false),
     };
-    let logit_bias = match f.get("logit_bias") {
+    let logit_bias = match f.logit_bias {
         None => Vec::new(),
-        Some(Value::Object(m)) => {
-            if m.len() > 1024 {
-                return Err(ApiError::invalid(
-                    "logit_bias",
-                    "'logit_bias' takes at most 1024 tokens",
-                ));
-            }
+        Some(m) if m.len() > 1024 => {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                "'logit_bias' takes at most 1024 tokens",
+            ))
+        }
+        Some(m) => {
             let mut out = Vec::with_capacity(m.len());
-            for (k, v) in m {
+            for (k, b) in m {
                 let p = format!("logit_bias.{k}");
                 let id: u32 = k.parse().map_err(|_| {
                     ApiError::invalid(&p, format!("'logit_bias' keys are token ids; got {k:?}"))
                 })?;
-                let b = v
-                    .as_f64()
-                    .filter(|b| (-100.0..=100.0).contains(b))
-                    .ok_or_else(|| {
-                        ApiError::invalid(&p, format!("'{p}' must be a number from -100 to 100"))
-                    })?;
-                out.push((id, b as f32));
+                let b = number(Some(b), &p, -100.0, 100.0)?.unwrap_or(0.0);
+                out.push((id, b));
             }
             out
         }
-        Some(v) => return Err(wrong("logit_bias", "an object", v)),
     };
-    let lora = match f.get("lora") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(lora_list(v, "lora")?),
-    };
-    let seed = f.integer("seed", i64::MIN, i64::MAX)?.map(|s| s as u64);
+    let lora = f.lora.map(|l| lora_list(l, "lora")).transpose()?;
     let sampling = Sampling {
-        temperature: f.number("temperature", 0.0, 2.0)?,
-        top_p: f.number("top_p", 0.0, 1.0)?,
-        top_k: f.integer("top_k", 0, u32::MAX as i64)?.map(|k| k as usize),
-        min_p: f.number("min_p", 0.0, 1.0)?,
-        repeat_penalty: f.number("repeat_penalty", 1e-3, 100.0)?,
-        presence_penalty: f.number("presence_penalty", -2.0, 2.0)?,
-        frequency_penalty: f.number("frequency_penalty", -2.0, 2.0)?,
-        seed,
+        temperature: number(f.temperature, "temperature", 0.0, 2.0)?,
+        top_p: number(f.top_p, "top_p", 0.0, 1.0)?,
+        top_k: integer(f.top_k, "top_k", 0, u32::MAX as i64)?.map(|k| k as usize),
+        min_p: number(f.min_p, "min_p", 0.0, 1.0)?,
+        repeat_penalty: number(f.repeat_penalty, "repeat_penalty", 1e-3, 100.0)?,
+        presence_penalty: number(f.presence_penalty, "presence_penalty", -2.0, 2.0)?,
+        frequency_penalty: number(f.frequency_penalty, "frequency_penalty", -2.0, 2.0)?,
+        seed: f.seed.map(|Int(s)| s as u64),
     };
     Ok(Common {
         model,
@@ -391,21 +288,18 @@ fn common(o: &Map<String, Value>) -> Result<Common, ApiError> {
 
 /// A message's `content`: a string, or an array of text parts (other part types are refused:
 /// the models served read text only).
-fn content(v: Option<&Value>, p: &str) -> Result<Option<String>, ApiError> {
+fn content(v: Option<MessageContent>, p: &str) -> Result<Option<String>, ApiError> {
     match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Array(parts)) => {
+        None => Ok(None),
+        Some(MessageContent::Text(s)) => Ok(Some(s)),
+        Some(MessageContent::Parts(parts)) => {
             let mut text = String::new();
-            for (i, part) in parts.iter().enumerate() {
+            for (i, part) in parts.into_iter().enumerate() {
                 let pp = format!("{p}[{i}]");
-                let Value::Object(o) = part else {
-                    return Err(wrong(&pp, "a content part object", part));
-                };
-                let f = Fields::new(o, &pp);
-                match f.string("type")? {
+                match part.kind.as_deref() {
                     Some("text") => text.push_str(
-                        f.string("text")?
+                        &part
+                            .text
                             .ok_or_else(|| ApiError::invalid(&pp, "a text part needs 'text'"))?,
                     ),
                     Some(t) => {
@@ -419,66 +313,40 @@ fn content(v: Option<&Value>, p: &str) -> Result<Option<String>, ApiError> {
             }
             Ok(Some(text))
         }
-        Some(v) => Err(wrong(p, "a string or an array of content parts", v)),
     }
 }
 
-fn message(v: &Value, i: usize) -> Result<InMessage, ApiError> {
+fn message(m: wire::Message, i: usize) -> Result<InMessage, ApiError> {
     let p = format!("messages[{i}]");
-    let Value::Object(o) = v else {
-        return Err(wrong(&p, "an object", v));
-    };
-    let f = Fields::new(o, &p);
-    let role = f
-        .string("role")?
-        .ok_or_else(|| ApiError::invalid(&format!("{p}.role"), format!("{p} needs a 'role'")))?;
-    let role = match role {
-        "system" | "developer" => "system",
-        "user" | "assistant" | "tool" => role,
-        other => {
-            return Err(ApiError::invalid(
-                &format!("{p}.role"),
-                format!(
-                    "unknown role {other:?}: expected system, developer, user, assistant or tool"
-                ),
-            ))
-        }
-    };
-    let text = content(o.get("content"), &format!("{p}.content"))?;
+    let role = m
+        .role
+        .ok_or_else(|| ApiError::invalid(&format!("{p}.role"), format!("{p} needs a 'role'")))?
+        .template_name();
+    let text = content(m.content, &format!("{p}.content"))?;
     let mut tool_calls = Vec::new();
-    if let Some(calls) = f.get("tool_calls") {
-        let Value::Array(calls) = calls else {
-            return Err(wrong(&format!("{p}.tool_calls"), "an array", calls));
-        };
+    if let Some(calls) = m.tool_calls {
         if role != "assistant" {
             return Err(ApiError::invalid(
                 &format!("{p}.tool_calls"),
                 "only assistant messages carry 'tool_calls'",
             ));
         }
-        for (j, c) in calls.iter().enumerate() {
+        for (j, c) in calls.into_iter().enumerate() {
             let cp = format!("{p}.tool_calls[{j}]");
-            let Value::Object(co) = c else {
-                return Err(wrong(&cp, "an object", c));
-            };
-            let cf = Fields::new(co, &cp);
-            let id = cf.string("id")?.unwrap_or_default().to_string();
-            let Some(Value::Object(func)) = cf.get("function") else {
+            let Some(func) = c.function else {
                 return Err(ApiError::invalid(
                     &format!("{cp}.function"),
                     "a tool call needs a 'function' object",
                 ));
             };
-            let ff = Fields::new(func, &format!("{cp}.function"));
-            let name = ff.string("name")?.ok_or_else(|| {
+            let name = func.name.ok_or_else(|| {
                 ApiError::invalid(&format!("{cp}.function.name"), "a tool call needs a name")
             })?;
-            let args = ff.string("arguments")?.unwrap_or("{}");
-            tool_calls.push((id, name.to_string(), args.to_string()));
+            let args = func.arguments.unwrap_or_else(|| "{}".to_string());
+            tool_calls.push((c.id.unwrap_or_default(), name, args));
         }
     }
-    let tool_call_id = f.string("tool_call_id")?.map(str::to_string);
-    if role == "tool" && tool_call_id.is_none() {
+    if role == "tool" && m.tool_call_id.is_none() {
         return Err(ApiError::invalid(
             &format!("{p}.tool_call_id"),
             "a tool message needs 'tool_call_id' (the id of the call it answers)",
@@ -497,32 +365,27 @@ fn message(v: &Value, i: usize) -> Result<InMessage, ApiError> {
     Ok(InMessage {
         role: role.to_string(),
         content,
-        name: f.string("name")?.map(str::to_string),
+        name: m.name,
         tool_calls,
-        tool_call_id,
+        tool_call_id: m.tool_call_id,
     })
 }
 
-fn response_format(v: Option<&Value>) -> Result<ResponseFormat, ApiError> {
-    let Some(v) = v.filter(|v| !v.is_null()) else {
+fn response_format(v: Option<wire::ResponseFormat>) -> Result<ResponseFormat, ApiError> {
+    let Some(v) = v else {
         return Ok(ResponseFormat::Text);
     };
-    let Value::Object(o) = v else {
-        return Err(wrong("response_format", "an object", v));
-    };
-    let f = Fields::new(o, "response_format");
-    match f.string("type")? {
-        Some("text") => Ok(ResponseFormat::Text),
-        Some("json_object") => Ok(ResponseFormat::JsonObject),
-        Some("json_schema") => {
-            let Some(Value::Object(js)) = f.get("json_schema") else {
+    match v.kind {
+        Some(FormatKind::Text) => Ok(ResponseFormat::Text),
+        Some(FormatKind::JsonObject) => Ok(ResponseFormat::JsonObject),
+        Some(FormatKind::JsonSchema) => {
+            let Some(js) = v.json_schema else {
                 return Err(ApiError::invalid(
                     "response_format.json_schema",
                     "type json_schema needs a 'json_schema' object",
                 ));
             };
-            let jf = Fields::new(js, "response_format.json_schema");
-            let name = jf.string("name")?.ok_or_else(|| {
+            let name = js.name.ok_or_else(|| {
                 ApiError::invalid(
                     "response_format.json_schema.name",
                     "'response_format.json_schema.name' is required",
@@ -539,23 +402,9 @@ fn response_format(v: Option<&Value>) -> Result<ResponseFormat, ApiError> {
                     "the schema's name must be 1 to 64 letters, digits, '_' or '-'",
                 ));
             }
-            jf.bool("strict")?;
-            let schema = match jf.get("schema") {
-                None => serde_json::json!({}),
-                Some(s @ Value::Object(_)) => s.clone(),
-                Some(s) => return Err(wrong("response_format.json_schema.schema", "an object", s)),
-            };
-            Ok(ResponseFormat::JsonSchema {
-                name: name.to_string(),
-                schema,
-            })
+            let schema = Value::Object(js.schema.unwrap_or_default());
+            Ok(ResponseFormat::JsonSchema { name, schema })
         }
-        Some(t) => Err(ApiError::invalid(
-            "response_format.type",
-            format!(
-                "unknown response_format type {t:?}: expected text, json_object or json_schema"
-            ),
-        )),
         None => Err(ApiError::invalid(
             "response_format.type",
             "'response_format' needs a 'type'",
@@ -563,76 +412,49 @@ fn response_format(v: Option<&Value>) -> Result<ResponseFormat, ApiError> {
     }
 }
 
-fn tool_choice(v: Option<&Value>) -> Result<Option<ToolChoiceIn>, ApiError> {
-    Ok(match v.filter(|v| !v.is_null()) {
+fn tool_choice(v: Option<wire::ToolChoice>) -> Result<Option<ToolChoiceIn>, ApiError> {
+    Ok(match v {
         None => None,
-        Some(Value::String(s)) => Some(match s.as_str() {
-            "auto" => ToolChoiceIn::Auto,
-            "none" => ToolChoiceIn::None,
-            "required" => ToolChoiceIn::Required,
-            other => {
+        Some(wire::ToolChoice::Mode(ToolMode::Auto)) => Some(ToolChoiceIn::Auto),
+        Some(wire::ToolChoice::Mode(ToolMode::None)) => Some(ToolChoiceIn::None),
+        Some(wire::ToolChoice::Mode(ToolMode::Required)) => Some(ToolChoiceIn::Required),
+        Some(wire::ToolChoice::Named(n)) => {
+            if n.kind != "function" {
                 return Err(ApiError::invalid(
-                    "tool_choice",
-                    format!("unknown tool_choice {other:?}: expected auto, none, required or an object naming a function"),
-                ))
+                    "tool_choice.type",
+                    "an object tool_choice must have type \"function\"",
+                ));
             }
-        }),
-        Some(Value::Object(o)) => {
-            let f = Fields::new(o, "tool_choice");
-            match f.string("type")? {
-                Some("function") => {}
-                _ => {
-                    return Err(ApiError::invalid(
-                        "tool_choice.type",
-                        "an object tool_choice must have type \"function\"",
-                    ))
-                }
-            }
-            let name = match f.get("function") {
-                Some(Value::Object(func)) => Fields::new(func, "tool_choice.function")
-                    .string("name")?
-                    .map(str::to_string),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "tool_choice.function.name",
-                    "tool_choice needs function.name",
-                )
-            })?;
-            Some(ToolChoiceIn::Named(name))
+            Some(ToolChoiceIn::Named(n.function.name))
         }
-        Some(v) => return Err(wrong("tool_choice", "a string or an object", v)),
     })
 }
 
-pub fn chat(o: &Map<String, Value>) -> Result<ChatRequest, ApiError> {
-    let common = common(o)?;
-    let messages = match o.get("messages") {
-        None | Some(Value::Null) => {
-            return Err(ApiError::invalid("messages", "'messages' is required"))
-        }
-        Some(Value::Array(a)) if a.is_empty() => {
+pub fn chat(body: &Value) -> Result<ChatRequest, ApiError> {
+    let common = common(body)?;
+    let f: wire::ChatFields = wire::read(body)?;
+    let messages = match f.messages {
+        None => return Err(ApiError::invalid("messages", "'messages' is required")),
+        Some(a) if a.is_empty() => {
             return Err(ApiError::invalid(
                 "messages",
                 "'messages' must hold at least one message",
             ))
         }
-        Some(Value::Array(a)) => a
-            .iter()
+        Some(a) => a
+            .into_iter()
             .enumerate()
             .map(|(i, m)| message(m, i))
             .collect::<Result<Vec<_>, _>>()?,
-        Some(v) => return Err(wrong("messages", "an array", v)),
     };
-    let f = Fields::new(o, "");
-    let tools = match f.get("tools") {
+    let tools = match f.tools {
         None => None,
-        Some(Value::Array(a)) if a.is_empty() => None,
-        Some(t @ Value::Array(_)) => Some(t.clone()),
-        Some(v) => return Err(wrong("tools", "an array", v)),
+        Some(a) if a.is_empty() => None,
+        Some(a) => {
+            Some(serde_json::to_value(a).map_err(|e| ApiError::invalid("tools", e.to_string()))?)
+        }
     };
-    let tool_choice = tool_choice(f.get("tool_choice"))?;
+    let tool_choice = tool_choice(f.tool_choice)?;
     if tools.is_none()
         && matches!(
             tool_choice,
@@ -644,9 +466,8 @@ pub fn chat(o: &Map<String, Value>) -> Result<ChatRequest, ApiError> {
             "'tool_choice' asks for a call but no 'tools' were given",
         ));
     }
-    f.bool("parallel_tool_calls")?;
-    let logprobs = f.bool("logprobs")?.unwrap_or(false);
-    let top_logprobs = f.integer("top_logprobs", 0, 20)?;
+    let logprobs = f.logprobs.unwrap_or(false);
+    let top_logprobs = integer(f.top_logprobs, "top_logprobs", 0, 20)?;
     if top_logprobs.is_some_and(|n| n > 0) && !logprobs {
         return Err(ApiError::invalid(
             "top_logprobs",
@@ -656,7 +477,7 @@ pub fn chat(o: &Map<String, Value>) -> Result<ChatRequest, ApiError> {
     Ok(ChatRequest {
         common,
         messages,
-        response_format: response_format(f.get("response_format"))?,
+        response_format: response_format(f.response_format)?,
         tools,
         tool_choice,
         logprobs,
@@ -664,49 +485,39 @@ pub fn chat(o: &Map<String, Value>) -> Result<ChatRequest, ApiError> {
     })
 }
 
-pub fn completion(o: &Map<String, Value>) -> Result<CompletionRequest, ApiError> {
-    let common = common(o)?;
-    let f = Fields::new(o, "");
-    let ids = |a: &[Value], p: &str| -> Result<Vec<u32>, ApiError> {
-        a.iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_u64()
-                    .filter(|&n| n <= u32::MAX as u64)
-                    .map(|n| n as u32)
-                    .ok_or_else(|| wrong(&format!("{p}[{i}]"), "a token id (an integer >= 0)", v))
-            })
-            .collect()
-    };
-    let prompt = match f.get("prompt") {
+pub fn completion(body: &Value) -> Result<CompletionRequest, ApiError> {
+    let common = common(body)?;
+    let f: wire::CompletionFields = wire::read(body)?;
+    let prompt = match f.prompt {
         None => return Err(ApiError::invalid("prompt", "'prompt' is required")),
-        Some(Value::String(s)) => PromptIn::Text(s.clone()),
-        Some(Value::Array(a)) => match a.as_slice() {
-            [] => return Err(ApiError::invalid("prompt", "'prompt' is empty")),
-            [Value::String(s)] => PromptIn::Text(s.clone()),
-            [Value::Array(inner)] => PromptIn::Ids(ids(inner, "prompt[0]")?),
-            [Value::Number(_), ..] => PromptIn::Ids(ids(a, "prompt")?),
-            _ => {
-                return Err(ApiError::invalid(
-                    "prompt",
-                    "'prompt' must be a string, a token id array, or an array of exactly one of them (one prompt per request)",
-                ))
-            }
+        Some(Prompt::Text(s)) => PromptIn::Text(s),
+        Some(Prompt::Ids(ids)) if ids.is_empty() => {
+            return Err(ApiError::invalid("prompt", "'prompt' is empty"))
+        }
+        Some(Prompt::Ids(ids)) => PromptIn::Ids(ids),
+        Some(Prompt::Nested(mut a)) if a.len() == 1 => match a.remove(0) {
+            PromptOne::Text(s) => PromptIn::Text(s),
+            PromptOne::Ids(ids) => PromptIn::Ids(ids),
         },
-        Some(v) => return Err(wrong("prompt", "a string or an array", v)),
+        Some(Prompt::Nested(_)) => {
+            return Err(ApiError::invalid(
+                "prompt",
+                "'prompt' must be a string, a token id array, or an array of exactly one of them (one prompt per request)",
+            ))
+        }
     };
-    if f.get("suffix").is_some() {
+    if f.suffix.is_some() {
         return Err(ApiError::invalid(
             "suffix",
             "'suffix' (insertion) is not supported",
         ));
     }
-    match f.integer("best_of", 1, i64::MAX)? {
+    match integer(f.best_of, "best_of", 1, i64::MAX)? {
         None | Some(1) => {}
         Some(_) => return Err(ApiError::invalid("best_of", "'best_of' must be 1")),
     }
-    let echo = f.bool("echo")?.unwrap_or(false);
-    let logprobs = f.integer("logprobs", 0, 5)?.map(|n| n as usize);
+    let echo = f.echo.unwrap_or(false);
+    let logprobs = integer(f.logprobs, "logprobs", 0, 5)?.map(|n| n as usize);
     if echo && logprobs.is_some() {
         return Err(ApiError::invalid(
             "logprobs",
@@ -727,7 +538,7 @@ mod tests {
     use serde_json::json;
 
     fn chat_of(v: Value) -> Result<ChatRequest, ApiError> {
-        chat(v.as_object().unwrap())
+        chat(&v)
     }
 
     #[test]
@@ -843,7 +654,7 @@ mod tests {
 
     #[test]
     fn completion_prompts() {
-        let c = |v: Value| completion(v.as_object().unwrap());
+        let c = |v: Value| completion(&v);
         assert_eq!(
             c(json!({"model": "m", "prompt": [1, 2]})).unwrap().prompt,
             PromptIn::Ids(vec![1, 2])

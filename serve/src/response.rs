@@ -2,6 +2,11 @@
 //! `text_completion`, `usage`, `logprobs` (the chat form and the legacy completions form) and
 //! `tool_calls`. Built from the engine's events; no model code here beyond token spellings.
 
+use crate::objects::{
+    AssistantMessage, AssistantRole, ChatChoice, ChatCompletion, ChatLogprobs, ChatObject,
+    ChatTokenLogprob, CompletionLogprobs, Finish, PromptTokensDetails, TextChoice, TextCompletion,
+    TextObject, TopLogprob, Usage,
+};
 use pocket::constrain::tools::{parse_calls, CALL_OPEN};
 use pocket::generate::FinishReason;
 use pocket::loader::LoadedModel;
@@ -67,14 +72,25 @@ pub fn token_piece(m: &LoadedModel, id: u32) -> (String, Vec<u8>) {
 }
 
 /// One entry of a chat answer's `logprobs.content`.
-pub fn chat_logprob(m: &LoadedModel, id: u32, lp: &TokenLogprob) -> Value {
-    let entry = |id: u32, logprob: f32| {
-        let (token, bytes) = token_piece(m, id);
-        json!({"token": token, "logprob": logprob, "bytes": bytes})
-    };
-    let mut e = entry(id, lp.logprob);
-    e["top_logprobs"] = Value::Array(lp.top.iter().map(|&(t, l)| entry(t, l)).collect());
-    e
+pub fn chat_logprob(m: &LoadedModel, id: u32, lp: &TokenLogprob) -> ChatTokenLogprob {
+    let (token, bytes) = token_piece(m, id);
+    ChatTokenLogprob {
+        token,
+        logprob: lp.logprob,
+        bytes,
+        top_logprobs: lp
+            .top
+            .iter()
+            .map(|&(t, logprob)| {
+                let (token, bytes) = token_piece(m, t);
+                TopLogprob {
+                    token,
+                    logprob,
+                    bytes,
+                }
+            })
+            .collect(),
+    }
 }
 
 /// The legacy completions `logprobs` object for `tokens` (id and logprob) of `text`, which
@@ -83,7 +99,7 @@ pub fn completion_logprobs(
     m: &LoadedModel,
     tokens: &[(u32, TokenLogprob)],
     mut offset: usize,
-) -> Value {
+) -> CompletionLogprobs {
     let mut toks = Vec::new();
     let mut lps = Vec::new();
     let mut tops = Vec::new();
@@ -98,26 +114,33 @@ pub fn completion_logprobs(
         for &(tid, l) in &lp.top {
             top.insert(token_piece(m, tid).0, json!(l));
         }
-        tops.push(Value::Object(top));
+        tops.push(top);
     }
-    json!({"tokens": toks, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets})
+    CompletionLogprobs {
+        tokens: toks,
+        token_logprobs: lps,
+        top_logprobs: tops,
+        text_offset: offsets,
+    }
 }
 
-pub fn usage(f: &Finished) -> Value {
-    json!({
-        "prompt_tokens": f.prompt_tokens,
-        "completion_tokens": f.tokens.len(),
-        "total_tokens": f.prompt_tokens + f.tokens.len(),
-        "prompt_tokens_details": {"cached_tokens": f.cached_tokens},
-    })
+pub fn usage(f: &Finished) -> Usage {
+    Usage {
+        prompt_tokens: f.prompt_tokens,
+        completion_tokens: f.tokens.len(),
+        total_tokens: f.prompt_tokens + f.tokens.len(),
+        prompt_tokens_details: PromptTokensDetails {
+            cached_tokens: f.cached_tokens,
+        },
+    }
 }
 
 /// OpenAI's reason: a full context is `length` too.
-pub fn finish_reason(f: &Finished, called: bool) -> &'static str {
+pub fn finish_reason(f: &Finished, called: bool) -> Finish {
     match f.reason {
-        FinishReason::Stop if called => "tool_calls",
-        FinishReason::Length | FinishReason::Context => "length",
-        FinishReason::Stop | FinishReason::Interrupted => "stop",
+        FinishReason::Stop if called => Finish::ToolCalls,
+        FinishReason::Length | FinishReason::Context => Finish::Length,
+        FinishReason::Stop | FinishReason::Interrupted => Finish::Stop,
     }
 }
 
@@ -152,38 +175,62 @@ pub fn split_calls(text: &str, tool_names: &[String], ids: &mut impl FnMut() -> 
     }
 }
 
-/// The non-streaming response.
-pub fn whole(
+/// The non-streaming chat answer.
+pub fn whole_chat(
     head: &Head,
     fp: &str,
     f: &Finished,
-    text: &str,
-    calls: &[Value],
-    logprobs: Option<Value>,
-    with_usage: bool,
-) -> Value {
-    let mut o = head.base(false, fp);
+    text: String,
+    calls: Vec<Value>,
+    logprobs: Option<Vec<ChatTokenLogprob>>,
+) -> ChatCompletion {
     let called = !calls.is_empty();
-    let choice = match head.endpoint {
-        Endpoint::Chat => {
-            let mut message = json!({"role": "assistant",
-                "content": if called && text.is_empty() { Value::Null } else { json!(text) },
-                "refusal": null});
-            if called {
-                message["tool_calls"] = json!(calls);
-            }
-            json!({"index": 0, "message": message,
-                   "logprobs": logprobs.map(|c| json!({"content": c, "refusal": null})),
-                   "finish_reason": finish_reason(f, called)})
-        }
-        Endpoint::Completion => json!({"index": 0, "text": text, "logprobs": logprobs,
-                                       "finish_reason": finish_reason(f, false)}),
-    };
-    o.insert("choices".into(), json!([choice]));
-    if with_usage {
-        o.insert("usage".into(), usage(f));
+    ChatCompletion {
+        id: head.id.clone(),
+        object: ChatObject::ChatCompletion,
+        created: head.created,
+        model: head.model.clone(),
+        system_fingerprint: fp.to_string(),
+        choices: vec![ChatChoice {
+            index: 0,
+            message: AssistantMessage {
+                role: AssistantRole::Assistant,
+                content: (!called || !text.is_empty()).then_some(text),
+                refusal: None,
+                tool_calls: calls,
+            },
+            logprobs: logprobs.map(|content| ChatLogprobs {
+                content,
+                refusal: None,
+            }),
+            finish_reason: finish_reason(f, called),
+        }],
+        usage: Some(usage(f)),
     }
-    Value::Object(o)
+}
+
+/// The non-streaming completion.
+pub fn whole_text(
+    head: &Head,
+    fp: &str,
+    f: &Finished,
+    text: String,
+    logprobs: Option<CompletionLogprobs>,
+) -> TextCompletion {
+    TextCompletion {
+        id: head.id.clone(),
+        object: TextObject::TextCompletion,
+        created: head.created,
+        model: head.model.clone(),
+        system_fingerprint: fp.to_string(),
+        choices: vec![TextChoice {
+            index: 0,
+            text,
+            logprobs,
+            finish_reason: finish_reason(f, false),
+        }],
+        usage: Some(usage(f)),
+    }
 }
 
 /// One streamed chunk: a chat `delta` (or completions `text`), logprobs, and the finish
@@ -216,7 +263,7 @@ pub fn chunk(
 pub fn usage_chunk(head: &Head, fp: &str, f: &Finished) -> Value {
     let mut o = head.base(true, fp);
     o.insert("choices".into(), json!([]));
-    o.insert("usage".into(), usage(f));
+    o.insert("usage".into(), json!(usage(f)));
     Value::Object(o)
 }
 

@@ -4,18 +4,15 @@
 use crate::app::App;
 use crate::error::ApiError;
 use crate::handlers::{self, json_response};
+use crate::objects::{Health, LoraAdapter, ModelList, ModelObject, SystemOneModel};
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// The OpenAPI 3.1 description of this server (schemathesis fuzzes against it).
-pub const OPENAPI: &str = include_str!("openapi.json");
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -49,28 +46,36 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
     next.run(req).await
 }
 
-fn model_object(app: &App) -> serde_json::Value {
-    json!({"id": app.model_id, "object": "model", "created": app.created, "owned_by": "pocket"})
+fn model_object(app: &App) -> ModelObject {
+    ModelObject {
+        id: app.model_id.clone(),
+        object: "model".into(),
+        created: app.created,
+        owned_by: "pocket".into(),
+    }
 }
 
 async fn models(State(app): State<Arc<App>>) -> Response {
     app.metrics.count("models", 200);
     // OpenAI's list and System One's in one object: clients of both read their own key.
-    json_response(&json!({
-        "object": "list",
-        "data": [model_object(&app)],
-        "models": [{
-            "name": app.model_id,
-            "description": format!(
+    json_response(&ModelList {
+        object: "list".into(),
+        data: vec![model_object(&app)],
+        models: vec![SystemOneModel {
+            name: app.model_id.clone(),
+            description: format!(
                 "{} served by pocket: chat and completions, and System One decisions \
                  ({} readout) at /v1/systemone",
                 app.model_id,
-                app.decide.style.or(app.decide.head.as_ref().map(|h| h.style))
-                    .unwrap_or(pocket::decide::DEFAULT_STYLE).name()
+                app.decide
+                    .style
+                    .or(app.decide.head.as_ref().map(|h| h.style))
+                    .unwrap_or(pocket::decide::DEFAULT_STYLE)
+                    .name()
             ),
-            "release_date": date_of(app.created),
+            release_date: date_of(app.created),
         }],
-    }))
+    })
 }
 
 async fn model(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
@@ -92,16 +97,17 @@ async fn lora_list(State(app): State<Arc<App>>) -> Response {
     json_response(&lora_json(&app))
 }
 
-fn lora_json(app: &App) -> serde_json::Value {
+fn lora_json(app: &App) -> Vec<LoraAdapter> {
     let list = app.lora.lock().unwrap_or_else(|e| e.into_inner());
-    serde_json::Value::Array(
-        list.iter()
-            .enumerate()
-            .map(|(i, (a, s))| {
-                json!({"id": i, "name": a.name, "path": a.path.display().to_string(), "scale": s})
-            })
-            .collect(),
-    )
+    list.iter()
+        .enumerate()
+        .map(|(i, (a, s))| LoraAdapter {
+            id: i,
+            name: a.name.clone(),
+            path: a.path.display().to_string(),
+            scale: *s,
+        })
+        .collect()
 }
 
 /// `POST /lora-adapters` `[{"id", "scale"}]`: the scales requests without `lora` run with
@@ -116,7 +122,7 @@ async fn lora_set(State(app): State<Arc<App>>, req: Request) -> Response {
     };
     let parsed = serde_json::from_slice::<serde_json::Value>(&bytes)
         .map_err(|e| ApiError::body(format!("The request body is not valid JSON: {e}")))
-        .and_then(|v| crate::request::lora_list(&v, "body"))
+        .and_then(|v| crate::request::lora_body(&v))
         .and_then(|list| app.adapters_for(Some(&list)).map(|_| list));
     match parsed {
         Ok(list) => {
@@ -156,14 +162,22 @@ async fn health(State(app): State<Arc<App>>) -> Response {
         None
     };
     if let Some(status) = down {
-        let body = json!({"status": status}).to_string();
+        let body = serde_json::to_string(&Health {
+            status: status.into(),
+            slots: None,
+            slots_active: None,
+            queue_depth: None,
+        })
+        .unwrap_or_default();
         return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
     }
     let s = app.engine.snapshot();
-    json_response(
-        &json!({"status": "ok", "slots": s.slots, "slots_active": s.active,
-                          "queue_depth": s.waiting}),
-    )
+    json_response(&Health {
+        status: "ok".into(),
+        slots: Some(s.slots),
+        slots_active: Some(s.active),
+        queue_depth: Some(s.waiting),
+    })
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
@@ -176,16 +190,9 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     r
 }
 
-/// The document, with the served model's name as the one `model` value.
+/// The document (generated: openapi.rs), with the served model's name as the one `model`.
 async fn openapi(State(app): State<Arc<App>>) -> Response {
-    let id = serde_json::to_string(&app.model_id).unwrap_or_default();
-    let doc = OPENAPI.replace("\"__MODEL_ID__\"", &id);
-    let mut r = (StatusCode::OK, doc).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    json_response(&crate::openapi::document(&app.model_id))
 }
 
 async fn not_found(State(app): State<Arc<App>>, req: Request) -> Response {
