@@ -14,7 +14,14 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Args)]
-#[command(after_help = "\
+// `-h` is the options and the examples; `--help` adds how the figures are made.
+#[command(after_help = "Examples:
+  pocket bench model.pocket
+  pocket bench model.gguf --pp 0 --depth 0 -n 64 --batch 16 --reps 9
+  pocket bench model.pocket --pp 512 -n 128 --depth 4096 -t 2 --reps 5 --json
+  pocket bench model.gguf --speculate lookup --prompts evals/data/speculative/copy.jsonl -n 256
+  pocket bench model-q8.pocket --speculate draft --draft model-q4.pocket --prompts FILE")]
+#[command(after_long_help = "\
 Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the median of \
 --reps runs with min and max. Decode steps compute the full logits every token. \
 The JSON also carries load_s, ttft_s (start of loading to the first token of a 10-token \
@@ -43,6 +50,9 @@ Examples:
   pocket bench model.pocket --pp 512 -n 128 --depth 4096 -t 2 --reps 5 --json
   pocket bench model.gguf --speculate lookup --prompts evals/data/speculative/copy.jsonl -n 256
   pocket bench model-q8.pocket --speculate draft --draft model-q4.pocket --prompts FILE")]
+// Speculation is a measurement of its own: its flags are `--help` only.
+#[command(mut_arg("speculate", |a| a.hide_short_help(true)))]
+#[command(mut_arg("draft", |a| a.hide_short_help(true)))]
 pub struct BenchArgs {
     /// Model: an HF checkpoint directory, a .pocket or a GGUF file
     pub model: PathBuf,
@@ -68,7 +78,7 @@ pub struct BenchArgs {
     /// Also decode B sequences together (the server's batched step, one row per sequence,
     /// each row's logits bit for bit its own step's), alternating with the single-sequence
     /// test rep by rep; reports the aggregate tok/s and its ratio to one sequence (0: skip)
-    #[arg(long, value_name = "B", default_value_t = 0)]
+    #[arg(long, value_name = "B", default_value_t = 0, hide_short_help = true)]
     pub batch: usize,
     /// Repetitions of each test
     #[arg(long, default_value_t = 5)]
@@ -78,12 +88,17 @@ pub struct BenchArgs {
     pub json: bool,
     /// Skip checking a .pocket's tensor checksums at load (load and first-token times then
     /// leave the check out)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_verify: bool,
     #[command(flatten)]
     pub spec: crate::speculate_args::SpecArgs,
     /// Prompts for the --speculate test (JSONL or one prompt per line)
-    #[arg(long, value_name = "FILE", help_heading = "Speculative decoding")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Speculative decoding",
+        hide_short_help = true
+    )]
     pub prompts: Option<PathBuf>,
 }
 

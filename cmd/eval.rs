@@ -58,42 +58,66 @@ pub struct EvalArgs {
 
 #[derive(Subcommand)]
 pub enum Task {
+    /// Perplexity on a text, and KL from a baseline build
+    ///
     /// Perplexity of MODEL on a text; with --baseline, also the mean KL divergence from the
     /// baseline's next-token distribution and top-1 agreement, on the same tokens
     Ppl(ppl::PplArgs),
-    /// IFEval instruction following (541 prompts through the chat template, scored exactly as
-    /// lm-eval 0.4.13)
+    /// IFEval instruction following, scored as lm-eval 0.4.13
+    ///
+    /// IFEval instruction following: 541 prompts through the chat template, scored exactly as
+    /// lm-eval 0.4.13
     Ifeval(generation::IfevalArgs),
+    /// GSM8K grade-school math (lm-eval's variants)
+    ///
     /// GSM8K grade-school math, as lm-eval's gsm8k / gsm8k_cot / gsm8k_cot_zeroshot /
     /// gsm8k_cot_llama (chat) tasks
     Gsm8k(generation::Gsm8kArgs),
+    /// HumanEval code generation, run against its tests in a sandbox
+    ///
     /// HumanEval code generation, checked by running each completion against its tests in a
     /// sandbox (lm-eval's humaneval / humaneval_instruct prompts; pass@1, pass@k)
     Humaneval(code::CodeArgs),
+    /// MBPP code generation, run against its tests in a sandbox
+    ///
     /// MBPP code generation (lm-eval's 3-shot mbpp prompt), checked by execution in a sandbox
     Mbpp(code::CodeArgs),
+    /// MATH-500 competition math (lm-eval's minerva_math500)
+    ///
     /// MATH-500 (lm-eval's minerva_math500: 4-shot, the final-answer sentence, normalised
     /// exact match; string equivalence only, the sympy path is not ported)
     Math500(math::MathArgs),
+    /// BIG-Bench Hard, 27 tasks with chain of thought
+    ///
     /// BIG-Bench Hard, 27 tasks with chain of thought (lm-eval's bbh_cot_fewshot prompts,
     /// answer filter and exact match)
     Bbh(bbh::BbhArgs),
+    /// Your own task, from a YAML/JSON task file
+    ///
     /// Your own samples as a task: a YAML/JSON task file (data, prompt template, answer
     /// extraction, metric), on one build or two (--model B) with the paired comparison
     Custom(custom::CustomArgs),
+    /// The model card's benchmark suite in one command
+    ///
     /// The model card's benchmark suite in one command: per-task scores, the unweighted
     /// average, and with --model B the paired differences (IFEval-zh, C-Eval and CMMLU have
     /// no data here; the table says so)
     Suite(suite::SuiteArgs),
+    /// System One decisions on labelled rows: accuracy and calibration
+    ///
     /// System One decisions on labelled rows (choice, noul, score): accuracy, log loss, Brier
     /// score and calibration error of `pocket decide`'s readout
     Decide(decide::DecideEvalArgs),
+    /// Multiple choice: your questions, MMLU, ARC, HellaSwag, GPQA
+    ///
     /// Multiple choice by log-likelihood (acc, acc_norm) on your CSV or JSONL questions, or
     /// MMLU, ARC-Challenge, HellaSwag and GPQA with lm-eval's prompts (--task)
     Mc(mc::McArgs),
     /// Score an existing responses file without a model
     #[command(subcommand)]
     Score(compare::ScoreTask),
+    /// Compare two runs of the same task, with a paired bootstrap interval
+    ///
     /// Compare two runs of the same task (e.g. bf16 vs Q4): both scores, the difference with a
     /// 95% paired bootstrap interval, the items that flipped each way, McNemar's exact test
     Compare(compare::CompareArgs),

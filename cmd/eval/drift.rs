@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
+// The data paths, logs and batching have working defaults: `--help` only, as is speculation.
+#[command(mut_arg("speculate", |a| a.hide_short_help(true)))]
+#[command(mut_arg("draft", |a| a.hide_short_help(true)))]
 pub struct DriftArgs {
     /// A build to evaluate; give two (the first is the baseline), e.g. --model HF_DIR --model
     /// model-q4.pocket
@@ -25,17 +28,17 @@ pub struct DriftArgs {
     #[arg(long, value_delimiter = ',', value_name = "TASKS")]
     pub tasks: Vec<String>,
     /// IFEval's input_data.jsonl
-    #[arg(long, default_value_os_t = crate::data_dir::data_path("ifeval/input_data.jsonl"))]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("ifeval/input_data.jsonl"), hide_short_help = true)]
     pub ifeval_data: PathBuf,
     /// GSM8K test.jsonl
-    #[arg(long, default_value_os_t = crate::data_dir::data_path("gsm8k/test.jsonl"))]
+    #[arg(long, default_value_os_t = crate::data_dir::data_path("gsm8k/test.jsonl"), hide_short_help = true)]
     pub gsm8k_data: PathBuf,
     /// Where the code, MATH and multiple-choice tasks read their data (DIR/humaneval/,
     /// DIR/mbpp/, DIR/math500/, DIR/bbh/, DIR/mmlu/, DIR/arc_challenge/, DIR/hellaswag/, DIR/gpqa/)
     #[arg(long, default_value_os_t = crate::data_dir::data_root(), value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Directory for each run's results log (runs resume from them)
-    #[arg(long, default_value = "eval-runs")]
+    #[arg(long, default_value = "eval-runs", hide_short_help = true)]
     pub work: PathBuf,
     /// Also write everything (both reports with per-item results, the comparisons) to FILE
     #[arg(long, value_name = "FILE")]
@@ -44,18 +47,18 @@ pub struct DriftArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
     /// Context length in tokens (default: the model's maximum)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub ctx: Option<usize>,
     /// Worker threads, at least 1 (default: one per physical core; more than the machine's
     /// CPUs is lowered to that count, with a note)
     #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
     /// Answers decoded together per step (1: one at a time)
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, hide_short_help = true)]
     pub batch: usize,
     /// Run every prompt from its start instead of continuing from the cached state of the
     /// prompt it shares a beginning with (same answers and scores, slower; for measuring)
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_shared_prefix: bool,
     /// Speculative decoding for both builds (one answer at a time; the answers are --batch 1's)
     #[command(flatten)]

@@ -56,6 +56,8 @@ fn short_help_is_a_first_screen_and_long_help_has_every_option() {
         ("export", "--output", "--sensitivity"),
         ("quantize", "--output", "--allow-nonfinite"),
         ("serve", "--parallel", "--read-timeout"),
+        ("eval", "--tasks", "--ifeval-data"),
+        ("bench", "--depth", "--no-verify"),
     ] {
         let short = String::from_utf8_lossy(&pocket(&[sub, "-h"]).stdout).to_string();
         let long = String::from_utf8_lossy(&pocket(&[sub, "--help"]).stdout).to_string();
