@@ -28,6 +28,21 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// The bench's weights as the asymmetric block-64 Q4 matrix (round to nearest) and the
+/// block-64 Q8 one (codes, then scales).
+fn q4_q8(w: &[f32], rows: usize, cols: usize) -> (Vec<u8>, Vec<u8>) {
+    let opt = codec::Options {
+        block: 64,
+        sym: false,
+        method: Method::Rtn,
+        grid: false,
+        importance: None,
+        compensation: None,
+    };
+    let q4 = codec::quantize(w, rows, cols, opt).bytes;
+    (q4, codec8::quantize(w, rows, cols, 64).0)
+}
+
 fn isas() -> Vec<Cpu> {
     Cpu::each()
 }
@@ -39,15 +54,7 @@ fn bench(c: &mut Criterion) {
     for &(rows, cols) in &[(2560usize, 896usize), (896, 2560), (65536, 896)] {
         let w = values(rows * cols, 1);
         let x = values(cols, 2);
-        let opt = codec::Options {
-            block: 64,
-            sym: false,
-            method: Method::Rtn,
-            grid: false,
-            importance: None,
-            compensation: None,
-        };
-        let bytes = codec::quantize(&w, rows, cols, opt).bytes;
+        let (bytes, b8) = q4_q8(&w, rows, cols);
         let (codes, params) = codec::planes(&bytes, rows, cols);
         let m = q4::Q4Matrix {
             codes,
@@ -61,7 +68,10 @@ fn bench(c: &mut Criterion) {
         let opt_s = codec::Options {
             block: 32,
             sym: true,
-            ..opt
+            method: Method::Rtn,
+            grid: false,
+            importance: None,
+            compensation: None,
         };
         let bytes_s = codec::quantize(&w, rows, cols, opt_s).bytes;
         let (codes_s, params_s) = codec::planes(&bytes_s, rows, cols);
@@ -73,7 +83,6 @@ fn bench(c: &mut Criterion) {
             block: 32,
             sym: true,
         };
-        let (b8, _) = codec8::quantize(&w, rows, cols, 64);
         let (c8, s8) = b8.split_at(rows * cols);
         let m8 = q8::Q8Matrix {
             codes: c8,
@@ -257,9 +266,72 @@ fn bench_attention_depth(c: &mut Criterion) {
     }
 }
 
+/// The kernel's pass-cost curve: one weight pass over 1–16 tokens (the rows of a verification
+/// pass or a batched step), packed Q4 block 64 and Q8 block 64, MNN-Pocket's FFN shapes.
+/// Throughput is in multiply-adds, so a flat line means each extra token costs a full one.
+fn bench_rows(c: &mut Criterion) {
+    for &(rows, cols) in &[(2560usize, 896usize), (896, 2560), (65536, 896)] {
+        let (bytes, b8) = q4_q8(&values(rows * cols, 1), rows, cols);
+        let (codes, params) = codec::planes(&bytes, rows, cols);
+        let m = q4::Q4Matrix {
+            codes,
+            params,
+            rows,
+            cols,
+            block: 64,
+            sym: false,
+        };
+        let (c8, s8) = b8.split_at(rows * cols);
+        let m8 = q8::Q8Matrix {
+            codes: c8,
+            scales: s8,
+            rows,
+            cols,
+            block: 64,
+        };
+        let packed = q4_packed::PackedQ4::pack(&m).expect("16-row shape");
+        let packed8 = pocket::kernels::q8_packed::PackedQ8::pack(&m8).expect("16-row shape");
+        for isa in isas().into_iter().filter(|&i| i.has(Isa::Avx2)) {
+            let mut g = c.benchmark_group(format!("rows_{rows}x{cols}_{}", isa.isa().name()));
+            for n in [1usize, 2, 4, 8, 16] {
+                g.throughput(Throughput::Elements((n * rows * cols) as u64));
+                let xs = values(n * cols, 3);
+                let acts: Vec<QuantActs> = xs
+                    .chunks_exact(cols)
+                    .map(|x| {
+                        let mut a = QuantActs::default();
+                        a.quantize(isa, x, 64, q4_packed::ACT_CHUNK);
+                        a
+                    })
+                    .collect();
+                let acts8: Vec<QuantActs> = xs
+                    .chunks_exact(cols)
+                    .map(|x| {
+                        let mut a = QuantActs::default();
+                        a.quantize(isa, x, 64, 0);
+                        a
+                    })
+                    .collect();
+                let mut out = vec![0.0f32; n * rows];
+                g.bench_function(format!("q4_b64_{n}"), |b| {
+                    b.iter(|| q4_packed::dot_rows_tokens(isa, &packed, 0, rows, &acts, &mut out))
+                });
+                g.bench_function(format!("q8_b64_{n}"), |b| {
+                    b.iter(|| {
+                        pocket::kernels::q8_packed::dot_rows_tokens(
+                            isa, &packed8, 0, rows, &acts8, &mut out,
+                        )
+                    })
+                });
+            }
+            g.finish();
+        }
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench, bench_attention, bench_attention_depth
+    targets = bench, bench_rows, bench_attention, bench_attention_depth
 }
 criterion_main!(benches);

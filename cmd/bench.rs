@@ -25,8 +25,8 @@ use std::time::Instant;
 Token ids are pseudo-random (fixed seed), as in llama-bench; each figure is the median of \
 --reps runs with min and max. Decode steps compute the full logits every token. \
 The JSON also carries load_s, ttft_s (start of loading to the first token of a 10-token \
-prompt), peak_rss_bytes, threads, isa (the kernels chosen, e.g. avx512-vnni or aarch64-i8mm), \
-activations and kv. POCKET_ISA=scalar|avx2|avx512 (x86-64) or scalar|neon|dotprod|i8mm (aarch64) \
+prompt), peak_rss_bytes, threads, isa (the kernels chosen, e.g. avx512-vnni, avx512-amx or aarch64-i8mm), \
+activations and kv. POCKET_ISA=scalar|avx2|avx512|amx (x86-64) or scalar|neon|dotprod|i8mm (aarch64) \
 caps the kernels; --activations int8x2|int8|f32 (POCKET_ACT) selects two-digit int8 activations \
 (the default), one digit (llama.cpp's precision, faster prefill) or the exact path (f32 \
 activations and f32 KV cache); POCKET_KV=f32|f16 sets the KV \

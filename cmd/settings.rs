@@ -90,7 +90,7 @@ pub fn set_kv_flag(k: KvPrecision) {
 }
 
 /// The configuration models load with:
-/// - `POCKET_ISA=scalar|avx2|avx512` (x86-64) or `scalar|neon|dotprod|i8mm` (aarch64) caps the
+/// - `POCKET_ISA=scalar|avx2|avx512|amx` (x86-64) or `scalar|neon|dotprod|i8mm` (aarch64) caps the
 ///   kernels (never above what the CPU has);
 /// - `--activations` or `POCKET_ACT=int8|f32` picks the activation precision;
 /// - `--kv` or `POCKET_KV=f16|f32|q8|q4` the cache, which defaults to f32 on the exact (f32)

@@ -116,13 +116,13 @@ pub fn span(cpu: Cpu, q: &[f32], d: usize, kv: KvHead, t0: usize, t1: usize, run
     assert!(klen >= t1.div_ceil(TILE) * TILE * d && vlen >= t1 * d);
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if d % 32 == 0 => {
+        Isa::Avx512 | Isa::Amx if d % 32 == 0 => {
             // SAFETY: the CPU has AVX-512 F and F16C (the `Cpu` token proves it); the buffer lengths
             // cover every tile of the span (asserted above).
             unsafe { super::x86::avx512::attn::span(q, d, kv, t0, t1, run) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if d % 16 == 0 => {
+        Isa::Avx2 | Isa::Avx512 | Isa::Amx if d % 16 == 0 => {
             // SAFETY: as above, for AVX2, FMA and F16C.
             unsafe { super::x86::avx2::attn::span(q, d, kv, t0, t1, run) }
         }

@@ -187,13 +187,13 @@ pub(crate) fn span(
     );
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if d % 32 == 0 && d <= 256 => {
+        Isa::Avx512 | Isa::Amx if d % 32 == 0 && d <= 256 => {
             // SAFETY: the CPU has AVX-512 F/BW, VNNI and F16C (the `Cpu` token proves it); the
             // buffer lengths cover every tile of the span (asserted above).
             unsafe { super::x86::avx512::attn::span_q8(qq, d, c, t0, t1, run) }
         }
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => {
+        Isa::Avx2 | Isa::Avx512 | Isa::Amx => {
             // SAFETY: as above, for AVX2, FMA and F16C.
             unsafe { super::x86::avx2::attn::span_q8(qq, d, c, t0, t1, run) }
         }

@@ -56,6 +56,10 @@ pub enum Isa {
     /// aarch64 with the int8 matrix multiply (ARMv8.6 `smmla`: Snapdragon 8 Gen 1+, Apple
     /// M2/A15+) as well as dotprod: prefill tiles take 2×8·8×2 products.
     I8mm = 6,
+    /// x86-64 AVX-512 VNNI with AMX-INT8 tiles (Xeon Sapphire Rapids and later): passes over
+    /// several tokens (verification, batches, prefill) multiply 16 tokens by 16 rows × 64
+    /// codes per `tdpbsud`; everything else runs the AVX-512 kernels.
+    Amx = 7,
 }
 
 /// Which ladder a level is on.
@@ -68,10 +72,11 @@ pub enum Arch {
 
 impl Isa {
     /// Every level, lowest first within each architecture.
-    pub const ALL: [Isa; 6] = [
+    pub const ALL: [Isa; 7] = [
         Isa::Scalar,
         Isa::Avx2,
         Isa::Avx512,
+        Isa::Amx,
         Isa::Neon,
         Isa::Dotprod,
         Isa::I8mm,
@@ -82,6 +87,7 @@ impl Isa {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512-vnni",
+            Isa::Amx => "avx512-amx",
             Isa::Neon => "aarch64-neon",
             Isa::Dotprod => "aarch64-dotprod",
             Isa::I8mm => "aarch64-i8mm",
@@ -91,7 +97,7 @@ impl Isa {
     pub fn arch(self) -> Arch {
         match self {
             Isa::Scalar => Arch::Any,
-            Isa::Avx2 | Isa::Avx512 => Arch::X86_64,
+            Isa::Avx2 | Isa::Avx512 | Isa::Amx => Arch::X86_64,
             Isa::Neon | Isa::Dotprod | Isa::I8mm => Arch::Aarch64,
         }
     }
@@ -102,6 +108,7 @@ impl Isa {
             "scalar" => Some(Isa::Scalar),
             "avx2" => Some(Isa::Avx2),
             "avx512" | "avx512-vnni" => Some(Isa::Avx512),
+            "amx" | "avx512-amx" => Some(Isa::Amx),
             "neon" | "aarch64-neon" => Some(Isa::Neon),
             "dotprod" | "aarch64-dotprod" => Some(Isa::Dotprod),
             "i8mm" | "aarch64-i8mm" => Some(Isa::I8mm),
@@ -195,7 +202,11 @@ fn detect_isa() -> Isa {
             && is_x86_feature_detected!("f16c")
             && is_x86_feature_detected!("fma")
         {
-            return Isa::Avx512;
+            return if x86::amx::permitted() {
+                Isa::Amx
+            } else {
+                Isa::Avx512
+            };
         }
         if is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")

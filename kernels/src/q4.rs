@@ -69,7 +69,7 @@ impl<'a> Q4Matrix<'a> {
 /// The activation chunk the Q4 kernels of `cpu` read (see [`QuantActs::perm`]).
 pub fn act_chunk(cpu: Cpu) -> usize {
     match cpu.isa() {
-        Isa::Avx512 => 128,
+        Isa::Avx512 | Isa::Amx => 128,
         Isa::Avx2 => 64,
         _ => 0,
     }
@@ -94,7 +94,7 @@ pub fn dot_rows(cpu: Cpu, w: &Q4Matrix, first: usize, a: &QuantActs, y: &mut [f3
     );
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if simd_fits(w) => {
+        Isa::Avx512 | Isa::Amx if simd_fits(w) => {
             // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it); the
             // shapes and buffer lengths were checked by `check` and the assertion.
             unsafe { super::x86::avx512::q4::dot_rows(w, first, a, y) }
@@ -123,7 +123,7 @@ pub fn dot_rows_tokens(
         .iter()
         .all(|a| a.cols == w.cols && a.block == w.block && a.chunk == act_chunk(cpu)));
     #[cfg(target_arch = "x86_64")]
-    if cpu.isa() == Isa::Avx512 && simd_fits(w) {
+    if cpu.has(Isa::Avx512) && simd_fits(w) {
         // SAFETY: AVX-512 F/BW/VL/VNNI, FMA and F16C are present (the `Cpu` token proves it); the
         // shapes, block, activation layout and output length were checked above and by `check`.
         return unsafe { super::x86::avx512::q4::dot_rows_tokens(w, first, count, acts, out) };

@@ -303,7 +303,17 @@ pub fn dot_rows_tokens(
         .all(|a| a.cols == p.cols && a.block == p.block && a.chunk == ACT_CHUNK));
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
+        Isa::Amx
+            if acts.len() >= super::x86::amx::q4p::MIN_TOKENS
+                && p.block <= super::x86::amx::q4p::MAX_BLOCK =>
+        {
+            // SAFETY: the CPU has AVX-512 VNNI and AMX-INT8, and the process holds the tile
+            // state (the `Cpu` token proves both); the block is at most the kernel's; the
+            // layout, the row range, the activations and the output were checked above.
+            unsafe { super::x86::amx::q4p::dot_rows_tokens(p, first, count, acts, out) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Amx => {
             // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
             // the layout, the row range, the activations and the output were checked above.
             unsafe { super::x86::avx512::q4p::dot_rows_tokens(p, first, count, acts, out) }
@@ -468,7 +478,8 @@ mod tests {
                     GROUP * (rows > GROUP) as usize,
                     rows - GROUP * (rows > GROUP) as usize,
                 );
-                for n in [1, 2, 4, 5] {
+                // 9, 17 and 33 tokens take AMX's one and two 16-row tiles, and two spans.
+                for n in [1, 2, 4, 5, 9, 17, 33] {
                     let x = rng.vec(n * cols, 2.0);
                     let acts: Vec<QuantActs> = x
                         .chunks_exact(cols)
@@ -520,6 +531,17 @@ mod tests {
                                 d <= 1e-5 * (1.0 + m),
                                 "{isa:?} {ty:?} int8 n={n}: {g} vs {e}"
                             );
+                        }
+                        // Each token's outputs are those of a one-token call, bit for bit.
+                        let mut one = vec![0.0; count];
+                        for t in 0..n {
+                            dot_rows_tokens(isa, &p, first, count, &acts[t..t + 1], &mut one);
+                            let all = &got[t * count..][..count];
+                            let same = all
+                                .iter()
+                                .zip(&one)
+                                .all(|(a, b)| a.to_bits() == b.to_bits());
+                            assert!(same, "{isa:?} {ty:?} n={n}: token {t} differs from alone");
                         }
                         dot_rows_f32(isa, &p, first, count, &x, &sums, &mut got);
                         for ((g, e), m) in got.iter().zip(&f32_want).zip(&norms) {

@@ -36,7 +36,7 @@ pub fn dot_rows(cpu: Cpu, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f3
     assert!(a.cols == w.cols && a.block == w.block && first + y.len() <= w.rows);
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if w.block % 64 == 0 => {
+        Isa::Avx512 | Isa::Amx if w.block % 64 == 0 => {
             // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
             // shapes and lengths were checked by `check` and the assertion.
             unsafe { super::x86::avx512::q8::dot_rows(w, first, a, y) }
@@ -44,7 +44,7 @@ pub fn dot_rows(cpu: Cpu, w: &Q8Matrix, first: usize, a: &QuantActs, y: &mut [f3
         // An AVX-512 CPU whose blocks the AVX-512 kernel cannot take runs the AVX2 one (every
         // level has the ones below it), not the scalar twin.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 | Isa::Avx2 if w.block % 32 == 0 => {
+        Isa::Avx512 | Isa::Amx | Isa::Avx2 if w.block % 32 == 0 => {
             // SAFETY: the CPU has AVX2, FMA and F16C (the AVX-512 level includes them); shapes
             // and lengths were checked as above.
             unsafe { super::x86::avx2::q8::dot_rows(w, first, a, y) }
@@ -66,7 +66,7 @@ pub fn dot_rows_tokens(
     assert!(first + count <= w.rows && out.len() == acts.len() * count);
     assert!(acts.iter().all(|a| a.cols == w.cols && a.block == w.block));
     #[cfg(target_arch = "x86_64")]
-    if cpu.isa() == Isa::Avx512 && w.block % 64 == 0 {
+    if cpu.has(Isa::Avx512) && w.block % 64 == 0 {
         // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
         // shapes, blocks and lengths were checked by `check` and the assertions.
         return unsafe { super::x86::avx512::q8::dot_rows_tokens(w, first, count, acts, out) };

@@ -175,7 +175,17 @@ pub fn dot_rows_tokens(
     assert!(acts.iter().all(|a| a.cols == p.cols && a.block == p.block));
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
+        Isa::Amx
+            if acts.len() >= super::x86::amx::q8p::MIN_TOKENS
+                && (p.block == 32 || p.block == 64) =>
+        {
+            // SAFETY: the CPU has AVX-512 VNNI and AMX-INT8, and the process holds the tile
+            // state (the `Cpu` token proves both); the block is one the kernel takes; the
+            // layout, the row range, the activations and the output were checked above.
+            unsafe { super::x86::amx::q8p::dot_rows_tokens(p, first, count, acts, out) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 | Isa::Amx => {
             // SAFETY: the CPU has AVX-512 F/BW/VL/VNNI, F16C and FMA (the `Cpu` token proves it);
             // the layout, the row range, the activations and the output were checked above.
             unsafe { super::x86::avx512::q8p::dot_rows_tokens(p, first, count, acts, out) }

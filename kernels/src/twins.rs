@@ -56,6 +56,17 @@ fn q8_bytes(c: &Case, rng: &mut Rng) -> Vec<u8> {
     q8_codec::quantize(&rng.vec(c.rows * c.cols, 0.2), c.rows, c.cols, c.block).0
 }
 
+/// The case's Q8 matrix in the packed layout, through the row-by-row packer (which takes
+/// GGUF's blocks of 32 as well as `.pocket`'s 64).
+fn q8_packed_of(c: &Case, bytes: &[u8]) -> Option<q8_packed::PackedQ8> {
+    let (codes, scales) = bytes.split_at(c.rows * c.cols);
+    let nb = c.cols / c.block;
+    q8_packed::PackedQ8::from_codes(c.rows, c.cols, c.block, |r, co, sc| {
+        co.copy_from_slice(&codes[r * c.cols..][..c.cols]);
+        sc.copy_from_slice(&scales[r * nb * 2..][..nb * 2]);
+    })
+}
+
 fn q8_matrix<'a>(c: &Case, bytes: &'a [u8]) -> q8::Q8Matrix<'a> {
     let (codes, scales) = bytes.split_at(c.rows * c.cols);
     q8::Q8Matrix {
@@ -143,7 +154,7 @@ fn q4_packed_on_random_shapes() {
         max_rows: 4 * q4_packed::GROUP,
         blocks: &[32, 64, 128],
         max_blocks: 9,
-        max_tokens: 16,
+        max_tokens: 40,
     };
     against_twin("q4 packed", &random_cases(47, 32, &shapes), |cpu, c| {
         let mut rng = Rng(c.seed);
@@ -173,15 +184,14 @@ fn q8_packed_on_random_shapes() {
     let shapes = Shapes {
         row_step: q8_packed::GROUP,
         max_rows: 4 * q8_packed::GROUP,
-        blocks: &[64],
+        blocks: &[32, 64],
         max_blocks: 11,
-        max_tokens: 16,
+        max_tokens: 40,
     };
     against_twin("q8 packed", &random_cases(53, 24, &shapes), |cpu, c| {
         let mut rng = Rng(c.seed);
         let bytes = q8_bytes(c, &mut rng);
-        let w = q8_matrix(c, &bytes);
-        let p = q8_packed::PackedQ8::pack(&w).ok_or("the shape does not pack")?;
+        let p = q8_packed_of(c, &bytes).ok_or("the shape does not pack")?;
         let first = q8_packed::GROUP * (c.rows > q8_packed::GROUP) as usize;
         let count = c.rows - first;
         let acts = acts(c, &mut rng, 0);
@@ -190,5 +200,60 @@ fn q8_packed_on_random_shapes() {
         let mut got = vec![f32::NAN; want.len()];
         q8_packed::dot_rows_tokens(cpu, &p, first, count, &acts, &mut got);
         close(&got, &want, INT_TOL)
+    });
+}
+
+/// Verification and batches rest on this: a pass over many tokens gives each token the bits a
+/// one-token call gives it, on every level (AVX-512's four-token tiles, AMX's 16-row tiles,
+/// aarch64's `smmla` pairs), packed Q4 and Q8, 1 to 40 tokens.
+#[test]
+fn many_tokens_give_each_token_the_bits_of_one() {
+    let shapes = Shapes {
+        row_step: q4_packed::GROUP,
+        max_rows: 3 * q4_packed::GROUP,
+        blocks: &[32, 64, 128],
+        max_blocks: 7,
+        max_tokens: 40,
+    };
+    let bits = |got: &[f32], one: &[f32], t: usize| -> Result<(), String> {
+        match got
+            .iter()
+            .zip(one)
+            .position(|(a, b)| a.to_bits() != b.to_bits())
+        {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "token {t}, row {i}: {} vs {} alone",
+                got[i], one[i]
+            )),
+        }
+    };
+    against_twin("many tokens", &random_cases(59, 24, &shapes), |cpu, c| {
+        let mut rng = Rng(c.seed);
+        let first = q4_packed::GROUP * (c.rows > q4_packed::GROUP) as usize;
+        let count = c.rows - first;
+        let bytes = q4_bytes(c, &mut rng);
+        let w = q4::Q4Matrix::from_bytes(&bytes, c.rows, c.cols, c.block, c.sym);
+        let p = q4_packed::PackedQ4::pack(&w).ok_or("the shape does not pack")?;
+        let acts4 = acts(c, &mut rng, q4_packed::ACT_CHUNK);
+        let mut all = vec![f32::NAN; acts4.len() * count];
+        q4_packed::dot_rows_tokens(cpu, &p, first, count, &acts4, &mut all);
+        let mut one = vec![f32::NAN; count];
+        for t in 0..acts4.len() {
+            q4_packed::dot_rows_tokens(cpu, &p, first, count, &acts4[t..t + 1], &mut one);
+            bits(&all[t * count..][..count], &one, t).map_err(|e| format!("q4 {e}"))?;
+        }
+        if c.block > 64 {
+            return Ok(());
+        }
+        let bytes = q8_bytes(c, &mut rng);
+        let p = q8_packed_of(c, &bytes).ok_or("the shape does not pack")?;
+        let acts8 = acts(c, &mut rng, 0);
+        q8_packed::dot_rows_tokens(cpu, &p, first, count, &acts8, &mut all);
+        for t in 0..acts8.len() {
+            q8_packed::dot_rows_tokens(cpu, &p, first, count, &acts8[t..t + 1], &mut one);
+            bits(&all[t * count..][..count], &one, t).map_err(|e| format!("q8 {e}"))?;
+        }
+        Ok(())
     });
 }

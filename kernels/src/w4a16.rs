@@ -31,7 +31,7 @@ pub fn dot_rows_f32(
     assert!(p.data.len() == p.rows / GROUP * p.blocks() * p.record());
     match cpu.isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => {
+        Isa::Avx512 | Isa::Amx => {
             // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA (the `Cpu` token proves it); the
             // layout, the row range, the activations and the output were checked above.
             unsafe { super::x86::avx512::q4p_f32::dot_rows(p, first, count, x, sums, out) }

@@ -9,6 +9,23 @@ use std::arch::x86_64::*;
 /// Tokens per pass over a group's weights.
 const TOKENS: usize = 4;
 
+/// How far ahead of the record being read (in bytes of the same row group's stream) the first
+/// tile of tokens prefetches. A pass over several tokens computes long enough on each record
+/// that the hardware prefetcher falls behind: without it the weights arrive only when asked for.
+const AHEAD: usize = 4096;
+
+/// Prefetches record `r`'s bytes `AHEAD` further on (a prefetch never faults, so the address
+/// may lie past the matrix: it is only computed, with `wrapping_add`).
+#[inline(always)]
+fn prefetch_ahead(r: *const u8, rec: usize) {
+    let mut at = 0;
+    while at < rec {
+        // SAFETY: a prefetch is a hint; it reads nothing the program sees and never faults.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(r.wrapping_add(AHEAD + at) as *const i8) };
+        at += 64;
+    }
+}
+
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL/VNNI, F16C and FMA; the arguments were checked by
 /// `q4_packed::dot_rows_tokens` (row range in whole groups, activations in the matrix's
@@ -109,6 +126,9 @@ impl Group<'_> {
         let mut acc = [_mm512_setzero_ps(); T];
         for b in 0..nb {
             let r = base.add(b * rec);
+            if self.t0 == 0 {
+                prefetch_ahead(r, rec);
+            }
             let mut d = [[_mm512_setzero_si512(); C]; T];
             for pass in 0..passes {
                 let mut hi = [_mm512_setzero_si512(); DW];
@@ -180,6 +200,10 @@ impl Group<'_> {
         let mut acc = [[_mm512_setzero_ps(); 2]; T];
         for b in 0..nb {
             let r = base.map(|g| g.add(b * rec));
+            if self.t0 == 0 {
+                prefetch_ahead(r[0], rec);
+                prefetch_ahead(r[1], rec);
+            }
             let mut d = [[_mm512_setzero_si512(); 2]; T];
             for pass in 0..passes {
                 for i in 0..DW {
@@ -245,7 +269,7 @@ impl Group<'_> {
 /// scales, or 16 zero points then 16 scales; f16, or f32 when the form is wide).
 #[inline]
 #[target_feature(enable = "avx512f,f16c,fma")]
-pub(super) unsafe fn block_params(pr: *const u8, p: &PackedQ4, off: f32) -> (__m512, __m512) {
+pub(crate) unsafe fn block_params(pr: *const u8, p: &PackedQ4, off: f32) -> (__m512, __m512) {
     let load = |at: usize| {
         if p.form.wide {
             _mm512_loadu_ps(pr.add(at * 2) as *const f32)
@@ -269,7 +293,7 @@ pub(super) unsafe fn block_params(pr: *const u8, p: &PackedQ4, off: f32) -> (__m
 /// The CPU must support AVX-512 F.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn unsigned_table(p: &PackedQ4) -> Option<__m512i> {
+pub(crate) unsafe fn unsigned_table(p: &PackedQ4) -> Option<__m512i> {
     let t = p.form.unsigned_table()?;
     // SAFETY: `t` holds 16 bytes.
     Some(_mm512_broadcast_i32x4(_mm_loadu_si128(
@@ -284,7 +308,7 @@ pub(super) unsafe fn unsigned_table(p: &PackedQ4) -> Option<__m512i> {
 /// The CPU must support AVX-512 F/BW; `r` is a record of `p`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(super) unsafe fn add_high_bits(
+pub(crate) unsafe fn add_high_bits(
     p: &PackedQ4,
     r: *const u8,
     i: usize,
