@@ -16,6 +16,7 @@ pub(crate) mod engine;
 mod generation;
 mod math;
 mod mc;
+mod merge;
 mod ppl;
 mod suite;
 
@@ -24,6 +25,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pocket_evals::results::{ItemScores, RunReport};
 use pocket_evals::runlog::{Logged, RunLog};
+use pocket_evals::shards::{Part, Shard};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -116,6 +118,12 @@ pub enum Task {
     /// Score an existing responses file without a model
     #[command(subcommand)]
     Score(compare::ScoreTask),
+    /// Join the logs of a run's parts (--shard K/N) into the one run's report
+    ///
+    /// Join the --out logs of a run's parts (each run with --shard K/N, on one machine or
+    /// many) into the report one run gives: the same items in the same order, bit for bit the
+    /// same scores; with --out, the one run's log
+    Merge(merge::MergeArgs),
     /// Compare two runs of the same task, with a paired bootstrap interval
     ///
     /// Compare two runs of the same task (e.g. bf16 vs Q4): both scores, the difference with a
@@ -140,6 +148,7 @@ pub fn main(args: EvalArgs) -> Result<ExitCode> {
         Task::Mc(a) => mc::main(a),
         Task::Decide(a) => decide::main(a),
         Task::Score(a) => compare::score(a),
+        Task::Merge(a) => merge::main(a),
         Task::Compare(a) => compare::main(a),
     }
 }
@@ -160,6 +169,10 @@ pub struct RunOpts {
     /// Append each finished item to FILE (JSON lines) and skip the items already in it
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Run part K of N: item i (counted after --limit) is part i mod N + 1's. Give each part
+    /// its own --out; `pocket eval merge` joins the parts' logs into the one run's report
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    pub shard: Option<Shard>,
     /// Print one JSON report (scores, settings, per-item scores) instead of text
     #[arg(long)]
     pub json: bool,
@@ -209,11 +222,30 @@ impl RunOpts {
         crate::term::set_threads(self.threads)
     }
 
+    /// The run's items: the first --limit of `items`, then this part's under --shard, and
+    /// the part its log records.
+    pub fn select<T>(&self, items: Vec<T>) -> (Vec<T>, Option<Part>) {
+        self.split(self.limit(items))
+    }
+
+    /// The first --limit of `items` (the whole run's, before --shard).
     pub fn limit<T>(&self, mut items: Vec<T>) -> Vec<T> {
         if let Some(n) = self.limit {
             items.truncate(n as usize);
         }
         items
+    }
+
+    /// This part's share of the run's `items` under --shard (all of them without), and the
+    /// part its log records.
+    pub fn split<T>(&self, items: Vec<T>) -> (Vec<T>, Option<Part>) {
+        match self.shard {
+            Some(shard) => {
+                let part = Part::new(shard, items.len(), 1);
+                (shard.pick(items), Some(part))
+            }
+            None => (items, None),
+        }
     }
 }
 
@@ -245,6 +277,8 @@ pub struct Resume {
     log: Option<RunLog>,
     done: HashMap<String, Logged>,
     identity: Map<String, Value>,
+    /// Under --shard: each record says which part wrote it and the item's place in the run.
+    part: Option<Part>,
     pub resumed: usize,
 }
 
@@ -254,7 +288,12 @@ fn id_key(id: &Value) -> String {
 
 impl Resume {
     /// `identity` (task, model, settings) goes into every record and must match the file's.
-    pub fn open(out: Option<&Path>, identity: Map<String, Value>) -> Result<Resume> {
+    /// `part` is [`RunOpts::select`]'s.
+    pub fn open(
+        out: Option<&Path>,
+        identity: Map<String, Value>,
+        part: Option<Part>,
+    ) -> Result<Resume> {
         let (log, done) = match out {
             Some(path) => {
                 let (log, records) = RunLog::open(path, &identity)?;
@@ -270,6 +309,7 @@ impl Resume {
             log,
             done,
             identity,
+            part,
             resumed: 0,
         })
     }
@@ -298,9 +338,11 @@ impl Resume {
         Ok(Some(logged.record.clone()))
     }
 
-    /// Appends a finished item: identity, then `fields`, then `result`.
+    /// Appends a finished item, the run's `pos`-th: identity, then `fields`, then `result`
+    /// (and under --shard, the part and the item's place in the whole run).
     pub fn append(
         &mut self,
+        pos: usize,
         id: &Value,
         fields: &Map<String, Value>,
         result: Map<String, Value>,
@@ -312,6 +354,12 @@ impl Resume {
         record.insert("id".into(), id.clone());
         record.extend(fields.clone());
         record.extend(result);
+        if let Some(part) = &self.part {
+            record.insert(
+                pocket_evals::shards::KEY.into(),
+                part.tag(pos, &self.identity),
+            );
+        }
         log.append(&record)?;
         Ok(())
     }

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../fuzz"
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 SECS="${1:-600}"; shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(hf_checkpoint gguf_file pocket_file gguf_tokenizer chat_template structured decision lora_adapter)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(hf_checkpoint gguf_file pocket_file gguf_tokenizer chat_template structured decision lora_adapter eval_logs)
 cargo fuzz build -s none -O
 mkdir -p logs
 # Scratch files (each input is written to disk, as users' files are) go to a tmpfs when there is one.

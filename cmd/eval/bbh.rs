@@ -48,10 +48,12 @@ pub fn bbh_run(a: &BbhArgs) -> Result<Done> {
     }
     let spec = bbh::spec()?;
     let questions = bbh::load(&spec, &a.data, &a.subtasks, a.run.limit.map(|n| n as usize))?;
+    // --limit counts per task (bbh::load's); --shard splits what it leaves.
+    let (questions, part) = a.run.split(questions);
     let (m, ctx) = open_model(&a.model, &a.run, false)?;
     let model = model_name(&a.model);
     let identity = json!({"task": "bbh_cot_fewshot", "model": model});
-    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity), part)?;
     let items: Vec<GenItem> = questions
         .iter()
         .map(|q| GenItem {

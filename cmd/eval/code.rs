@@ -8,6 +8,7 @@ use pocket_evals::code::problems::Problems;
 use pocket_evals::code::sandbox::{Limits, Sandbox};
 use pocket_evals::code::{read_samples, score_samples};
 use pocket_evals::results::ItemScores;
+use pocket_evals::shards::Part;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -249,7 +250,7 @@ pub fn code_run(set: &str, a: &CodeArgs) -> Result<super::generation::Done> {
     });
     check_data(&problems_path)?;
     let problems = Problems::read(&problems_path)?;
-    let chosen = a.run.limit(problems.list.clone());
+    let (chosen, part) = a.run.select(problems.list.clone());
     let sandbox = Sandbox::new(Limits {
         timeout: a.timeout,
         ..Limits::default()
@@ -273,13 +274,17 @@ pub fn code_run(set: &str, a: &CodeArgs) -> Result<super::generation::Done> {
         "top_p": if samples > 1 { json!(a.top_p) } else { json!(1) },
         "seed": a.seed,
     });
-    let mut resume = super::Resume::open(a.run.out.as_deref(), super::obj(identity))?;
+    // A problem's samples stay in one part (pass@k needs them together).
+    let part = part.map(|p| Part::new(p.shard, p.items, samples));
+    let mut resume = super::Resume::open(a.run.out.as_deref(), super::obj(identity), part)?;
     let mut items = Vec::new();
     let mut owner = Vec::new();
     for (pi, p) in chosen.iter().enumerate() {
+        // Seeded by the problem's place in the whole run, so a part samples what one run does.
+        let whole = part.map_or(pi, |p| p.shard.whole_index(pi));
         for k in 0..samples {
             let mut request = task.request(p);
-            request.sampling = sampling(pi, k);
+            request.sampling = sampling(whole, k);
             items.push(GenItem {
                 id: if samples == 1 {
                     json!(p.task_id)

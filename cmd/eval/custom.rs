@@ -68,6 +68,7 @@ pub fn main(a: CustomArgs) -> Result<ExitCode> {
         );
         let run = RunOpts {
             out: Some(a.work.join(file)),
+            shard: a.run.shard,
             json: a.run.json,
             limit: a.run.limit,
             ctx: a.run.ctx,
@@ -143,7 +144,7 @@ fn run_custom(
     model: &Path,
     run: &RunOpts,
 ) -> Result<(Done, BTreeMap<String, f64>)> {
-    let rows: Vec<usize> = run.limit((0..task.rows.len()).collect());
+    let (rows, part) = run.select((0..task.rows.len()).collect::<Vec<usize>>());
     let (m, ctx) = open_model(model, run, task.spec.chat_template)?;
     // A schema, regex or grammar the engine refuses fails here, before any generation.
     if let Some(c) = task.constraint()? {
@@ -165,7 +166,7 @@ fn run_custom(
     if let Some((temperature, top_p, seed)) = task.spec.generation.sampling() {
         identity["sampling"] = json!({"temperature": temperature, "top_p": top_p, "seed": seed});
     }
-    let mut resume = Resume::open(run.out.as_deref(), obj(identity))?;
+    let mut resume = Resume::open(run.out.as_deref(), obj(identity), part)?;
     let mut items = Vec::with_capacity(rows.len());
     for &i in &rows {
         items.push(GenItem {

@@ -77,6 +77,7 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
     let run = RunOpts {
         limit: a.limit,
         out: Some(a.work.join(file)),
+        shard: None,
         json: false,
         ctx: a.ctx,
         threads: None,

@@ -139,7 +139,7 @@ pub(super) fn run_items(
         result.insert("response".into(), Value::from(response));
         result.extend(extra);
         result.insert("scores".into(), json!(scores.scores));
-        resume.append(&items[i].id, &items[i].fields, result)?;
+        resume.append(i, &items[i].id, &items[i].fields, result)?;
         Ok(scores)
     };
     // Constrained answers decode one at a time (the batch path has no token masks).
@@ -227,11 +227,11 @@ pub fn gsm8k(a: Gsm8kArgs) -> Result<ExitCode> {
 /// Runs IFEval (threads already set).
 pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
     check_data(&a.data)?;
-    let items = a.run.limit(ifeval::load_inputs(&a.data)?);
+    let (items, part) = a.run.select(ifeval::load_inputs(&a.data)?);
     let (m, ctx) = open_model(&a.model, &a.run, !a.raw)?;
     let model = model_name(&a.model);
     let identity = json!({"task": "ifeval", "model": model, "chat_template": !a.raw});
-    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity), part)?;
     let requests: Vec<GenItem> = items
         .iter()
         .map(|it| GenItem {
@@ -309,16 +309,21 @@ pub fn ifeval_run(a: &IfevalArgs) -> Result<Done> {
 pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
     let task = Task::get(a.variant)?;
     check_data(&a.data)?;
-    let problems = a.run.limit(gsm8k::load_problems(&a.data)?);
+    // Numbered before --shard picks: an item's id is its row, whichever part runs it.
+    let (problems, part) = a.run.select(
+        gsm8k::load_problems(&a.data)?
+            .into_iter()
+            .enumerate()
+            .collect(),
+    );
     let (exemplars, fewshot_source) = gsm8k_exemplars(a, task)?;
     let (m, ctx) = open_model(&a.model, &a.run, a.variant == Variant::Chat)?;
     let model = model_name(&a.model);
     let name = task.lm_eval_name().to_string();
     let identity = json!({"task": name, "model": model, "fewshot": fewshot_source});
-    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity), part)?;
     let requests: Vec<GenItem> = problems
         .iter()
-        .enumerate()
         .map(|(i, p)| GenItem {
             id: json!(i),
             fields: obj(json!({"question": p.question, "answer": p.answer})),
@@ -340,9 +345,10 @@ pub fn gsm8k_run(a: &Gsm8kArgs) -> Result<Done> {
         a.run.json,
         "flexible_extract",
         |i, response| {
-            let v = task.score(response, &problems[i].answer);
+            let (row, p) = &problems[i];
+            let v = task.score(response, &p.answer);
             let extra = obj(json!({"strict": v.strict, "flexible": v.flexible}));
-            (v.item_scores(json!(i)), extra)
+            (v.item_scores(json!(row)), extra)
         },
     )?;
     let details = json!({
@@ -405,9 +411,13 @@ fn gsm8k_exemplars(a: &Gsm8kArgs, task: &Task) -> Result<(Vec<Exemplar>, String)
 }
 
 pub(super) fn resumed_note(resume: &Resume, run: &RunOpts) -> String {
+    let part = run
+        .shard
+        .map(|s| format!("; part {s} (`pocket eval merge` joins the parts)"))
+        .unwrap_or_default();
     match (&run.out, resume.resumed) {
-        (Some(p), n) if n > 0 => format!("; {n} resumed from {}", p.display()),
-        _ => String::new(),
+        (Some(p), n) if n > 0 => format!("{part}; {n} resumed from {}", p.display()),
+        _ => part,
     }
 }
 

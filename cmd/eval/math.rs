@@ -35,13 +35,19 @@ pub fn main(a: MathArgs) -> Result<ExitCode> {
 /// Runs MATH-500 (threads already set).
 pub fn math_run(a: &MathArgs) -> Result<Done> {
     check_data(&a.data)?;
-    let problems = a.run.limit(math::load_problems(&a.data)?);
+    // Numbered before --shard picks: an item's id is its row, whichever part runs it.
+    let (problems, part) = a.run.select(
+        math::load_problems(&a.data)?
+            .into_iter()
+            .enumerate()
+            .collect(),
+    );
     let (m, ctx) = open_model(&a.model, &a.run, false)?;
     let model = model_name(&a.model);
     let identity = json!({"task": "minerva_math500", "model": model});
-    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity), part)?;
     let mut items = Vec::with_capacity(problems.len());
-    for (i, p) in problems.iter().enumerate() {
+    for (i, p) in &problems {
         items.push(GenItem {
             id: json!(i),
             fields: obj(json!({"problem": p.problem})),
@@ -58,9 +64,10 @@ pub fn math_run(a: &MathArgs) -> Result<Done> {
         a.run.json,
         "exact_match",
         |i, response| {
-            let v = math::score(response, &problems[i].solution);
+            let (row, p) = &problems[i];
+            let v = math::score(response, &p.solution);
             let scores = pocket_evals::results::ItemScores {
-                id: json!(i),
+                id: json!(row),
                 scores: [("exact_match".to_string(), json!(v.exact_match as u8))].into(),
                 instruction_id_list: None,
             };

@@ -106,6 +106,7 @@ pub fn main(a: McArgs) -> Result<ExitCode> {
 fn questions(a: &McArgs, m: &LoadedModel) -> Result<(Vec<Question>, String, PathBuf)> {
     let qs: Vec<Question> = if let Some(bench) = a.task {
         let items = benchmarks::load(bench, &a.data_dir)?;
+        // --limit counts per subject (lm-eval's); --shard splits what it leaves.
         let items = benchmarks::limit(items, a.run.limit.map(|n| n as usize));
         let path = a.data_dir.join(bench.file());
         items
@@ -168,11 +169,12 @@ fn questions(a: &McArgs, m: &LoadedModel) -> Result<(Vec<Question>, String, Path
 pub fn mc_run(a: &McArgs) -> Result<Done> {
     let (m, _) = crate::settings::open_model(&a.model, crate::settings::load_options(true)?)?;
     let (items, task, data) = questions(a, &m)?;
+    let (items, part) = a.run.split(items);
     let max = m.model.spec.max_position_embeddings;
     let ctx = a.run.ctx.unwrap_or(max).min(max);
     let model = model_name(&a.model);
     let identity = json!({"task": task, "model": model});
-    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity))?;
+    let mut resume = Resume::open(a.run.out.as_deref(), obj(identity), part)?;
     let mut engine = Engine::new(&m, ctx);
     let tok = HarnessTokenizer(&m);
     let bar = progress(items.len(), "questions", a.run.json);
@@ -241,7 +243,7 @@ pub fn mc_run(a: &McArgs) -> Result<Done> {
                 "pred_constrained": constrained_pred,
                 "scores": scores,
             }));
-            resume.append(&it.id, &it.fields, result)?;
+            resume.append(i, &it.id, &it.fields, result)?;
         }
         right += usize::from(v.acc);
         bar.set_message(format!("acc {:.1}%", 100.0 * right as f64 / (i + 1) as f64));

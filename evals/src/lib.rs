@@ -22,6 +22,7 @@ pub mod ppl;
 pub mod py_dumps;
 pub mod results;
 pub mod runlog;
+pub mod shards;
 pub mod stats;
 pub mod suite;
 

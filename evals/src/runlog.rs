@@ -82,6 +82,19 @@ impl RunLog {
     }
 }
 
+/// Reads a log's finished records without opening it for writing (a torn last line, from a
+/// run killed while writing it, is not a finished record and is left out).
+pub fn read(path: impl AsRef<Path>) -> Result<Vec<Logged>, EvalError> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    records(&bytes, path)
+}
+
+/// The finished records of a log's bytes (`path` names it in errors), as [`read`] gives them.
+pub fn records(bytes: &[u8], path: &Path) -> Result<Vec<Logged>, EvalError> {
+    Ok(parse(bytes, path, &Map::new())?.0)
+}
+
 /// Parses the log's lines; returns the records and how many bytes are whole lines (a last
 /// line without its newline is kept only if it is a complete JSON object, which a torn write
 /// never is: a proper prefix of an object lacks its closing brace).

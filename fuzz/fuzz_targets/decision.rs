@@ -31,8 +31,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(decider) = Decider::new(m, Settings::default()) else {
         return;
     };
-    let Ok(req) = decider.parse(&body) else { return };
-    let Ok(plan) = decider.plan(&req, 256) else { return };
+    let Ok(req) = decider.parse(&body) else {
+        return;
+    };
+    let Ok(plan) = decider.plan(&req, 256) else {
+        return;
+    };
     let mut state = m.model.new_state(256);
     if let Ok((scores, _)) = decider.run(&mut state, &mut Vec::new(), &plan, false) {
         let _ = decider.response("fuzz", &req, &plan, &scores);

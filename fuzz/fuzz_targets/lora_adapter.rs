@@ -5,8 +5,8 @@
 use libfuzzer_sys::fuzz_target;
 extern crate pocket_fuzz;
 use pocket::loader::LoadedModel;
-use pocket::lora::{Adapter, AdapterSet};
-use pocket_fuzz::inputs::{write_adapter, split_decision};
+use pocket::lora::AdapterSet;
+use pocket_fuzz::inputs::{split_decision, write_adapter};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let m = model();
-    let Ok(a) = Adapter::open(&m.model, &path, "fuzz") else {
+    let Ok(a) = m.model.open_adapter(&path, "fuzz") else {
         return;
     };
     let mut st = m.model.new_state(8);

@@ -35,8 +35,12 @@ fuzz_target!(|data: &[u8]| {
         _ => Constraint::choices(text.split(',').map(str::to_string).collect()),
     };
     let Ok(c) = constraint else { return };
-    let Ok(mut guide) = grammars().compile(&c) else { return };
-    let mut pick = data.iter().fold(7u64, |h, &b| h.wrapping_mul(31).wrapping_add(b as u64));
+    let Ok(mut guide) = grammars().compile(&c) else {
+        return;
+    };
+    let mut pick = data
+        .iter()
+        .fold(7u64, |h, &b| h.wrapping_mul(31).wrapping_add(b as u64));
     for _ in 0..16 {
         let forced = guide.forced();
         if guide.consume(&forced).is_err() || guide.stopped() {
@@ -47,7 +51,9 @@ fuzz_target!(|data: &[u8]| {
         if n == 0 {
             return;
         }
-        pick = pick.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        pick = pick
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut k = (pick >> 33) as usize % n;
         let mut token = None;
         mask.iter_set_entries(|i| {

@@ -83,6 +83,12 @@ pub fn fix_pocket_checksum(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// An eval-logs input is up to four results logs (parts of a run, `pocket eval merge`'s
+/// input) separated by 0xFF bytes, which UTF-8 text never holds.
+pub fn split_logs(data: &[u8]) -> Vec<&[u8]> {
+    data.split(|&b| b == 0xFF).take(4).collect()
+}
+
 /// Writes a single-file model (`.pocket` or GGUF); returns its path.
 pub fn write_file(data: &[u8], dir: &Path, name: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;

@@ -1522,3 +1522,132 @@ fn the_data_directory_is_pocket_data_from_anywhere() {
         "{err}"
     );
 }
+
+/// A task run in parts (`--shard K/N`, each its own process and log) and the parts joined by
+/// `eval merge`: the one run's report, items in the same order and bit for bit the same
+/// scores, for a generation task, IFEval's instruction-level lists and multiple choice. The
+/// merged log is the one run's: the task's command on it generates nothing and prints that
+/// run's whole report.
+#[test]
+fn parts_of_a_run_merge_into_the_one_runs_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gsm8k, ifeval, mc) = (
+        sample("gsm8k_sample.jsonl"),
+        sample("ifeval_input_data.jsonl"),
+        sample("mc_sample.jsonl"),
+    );
+    let (qwen2, qwen3, llama) = (tiny("qwen2-tiny"), tiny("qwen3-tiny"), tiny("llama-tiny"));
+    let gsm8k_task = vec![
+        "gsm8k",
+        s(&qwen2),
+        "--variant",
+        "gsm8k_cot",
+        "--data",
+        s(&gsm8k),
+    ];
+    let runs: [(&str, Vec<&str>, usize); 3] = [
+        ("gsm8k", gsm8k_task.clone(), 2),
+        (
+            "ifeval",
+            vec!["ifeval", s(&qwen3), "--data", s(&ifeval), "--limit", "4"],
+            3,
+        ),
+        ("mc", vec!["mc", s(&llama), "--data", s(&mc)], 2),
+    ];
+    for (name, task, n) in runs {
+        let with = |extra: &[&str]| {
+            let mut args = vec!["eval"];
+            args.extend(&task);
+            args.extend(extra);
+            args.push("--json");
+            json_run(&args)
+        };
+        let one = with(&[]);
+        let logs: Vec<PathBuf> = (1..=n)
+            .map(|k| dir.path().join(format!("{name}-{k}.jsonl")))
+            .collect();
+        let mut sizes = Vec::new();
+        for (k, log) in logs.iter().enumerate() {
+            let shard = format!("{}/{n}", k + 1);
+            let part = with(&["--shard", &shard, "--out", s(log)]);
+            sizes.push(part["n"].as_u64().unwrap());
+        }
+        let total = one["n"].as_u64().unwrap();
+        assert_eq!(sizes.iter().sum::<u64>(), total, "{name}: {sizes:?}");
+        assert!(sizes.iter().all(|&z| z > 0), "{name}: {sizes:?}");
+        let merged_log = dir.path().join(format!("{name}.jsonl"));
+        let mut args = vec!["eval", "merge"];
+        args.extend(logs.iter().map(|p| s(p)));
+        args.extend(["--out", s(&merged_log), "--json"]);
+        let merged = json_run(&args);
+        for key in ["task", "model", "n", "metrics", "items"] {
+            assert_eq!(merged[key], one[key], "{name}: {key}");
+        }
+        assert_eq!(merged["details"]["parts"], n);
+        // The merged log is the one run's: nothing left to generate, the same whole report.
+        let again = with(&["--out", s(&merged_log)]);
+        assert_eq!(again["details"]["resumed"], total, "{name}");
+        for key in ["metrics", "items"] {
+            assert_eq!(again[key], one[key], "{name}: {key}");
+        }
+        if name == "ifeval" {
+            assert_eq!(
+                again["details"]["per_instruction"],
+                one["details"]["per_instruction"]
+            );
+        }
+        assert!(!std::fs::read_to_string(&merged_log)
+            .unwrap()
+            .contains("\"shard\""));
+    }
+
+    // Refused, naming what is wrong, with nothing written: a part missing, a log given twice,
+    // an existing --out, a part of another run, a log written without --shard, a bad K/N.
+    let part = |k: usize| dir.path().join(format!("gsm8k-{k}.jsonl"));
+    let fresh = dir.path().join("new.jsonl");
+    assert_error(
+        &["eval", "merge", s(&part(1)), "--out", s(&fresh)],
+        &["part 2/2", "none of the logs"],
+    );
+    assert!(!fresh.exists());
+    assert_error(
+        &["eval", "merge", s(&part(1)), s(&part(1))],
+        &["gsm8k-1.jsonl", "given twice"],
+    );
+    let merged_log = dir.path().join("gsm8k.jsonl");
+    assert_error(
+        &[
+            "eval",
+            "merge",
+            s(&part(1)),
+            s(&part(2)),
+            "--out",
+            s(&merged_log),
+        ],
+        &["gsm8k.jsonl", "exists"],
+    );
+    let other = dir.path().join("other.jsonl");
+    let mut args = vec!["eval"];
+    args.extend(&gsm8k_task);
+    args.extend([
+        "--limit",
+        "2",
+        "--shard",
+        "2/2",
+        "--out",
+        s(&other),
+        "--json",
+    ]);
+    json_run(&args);
+    assert_error(
+        &["eval", "merge", s(&part(1)), s(&other)],
+        &["other.jsonl:1", "different runs"],
+    );
+    assert_error(
+        &["eval", "merge", s(&merged_log)],
+        &["gsm8k.jsonl:1", "--shard K/N"],
+    );
+    let out = pocket(&["eval", "gsm8k", s(&qwen2), "--shard", "3/2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("K must be 1 to N"));
+}

@@ -157,6 +157,17 @@ fn committed_fuzz_inputs_never_crash_the_binary() {
         ));
         n += 1;
     }
+    for (i, input) in inputs_of("eval_logs").iter().enumerate() {
+        let data = std::fs::read(input).unwrap();
+        let mut args = vec!["eval".to_string(), "merge".into()];
+        for (j, log) in inputs::split_logs(&data).into_iter().enumerate() {
+            let f = inputs::write_file(log, tmp.path(), &format!("e{i}-{j}.jsonl")).unwrap();
+            args.push(f.to_str().unwrap().into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        bad.extend(check(&args, input));
+        n += 1;
+    }
     assert!(n >= 20, "only {n} committed inputs");
     assert!(
         bad.is_empty(),
