@@ -110,6 +110,18 @@ def llamacpp_server(python, model, parallel, ctx):
     return Server(argv, port, ready_path="/v1/models")
 
 
+def llama_server(binary, model, parallel, ctx):
+    """llama.cpp's own `llama-server` on the same GGUF: `-np PARALLEL` slots decoded together
+    (continuous batching, its default), each of `ctx` positions (`-c` is the slots' total), as
+    many threads as CPUs for decoding and for prompts. Its other settings are its defaults."""
+    port = free_port()
+    threads = str(os.cpu_count() or 2)
+    argv = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
+            "-np", str(parallel), "-c", str(ctx * parallel), "-t", threads, "-tb", threads,
+            "--alias", "model"]
+    return Server(argv, port)
+
+
 def metrics(base, api_key=None):
     """`/metrics` as {name: value} (label-less lines only)."""
     req = urllib.request.Request(base + "/metrics")

@@ -13,7 +13,12 @@ gives medians over rounds.
 Usage:
   python scripts/serve_load.py --pocket target/release/pocket --model GGUF
       [--clients 16] [--requests 20] [--max-tokens 64] [--parallel 16] [--rounds 2]
-      [--prompt-cache MB] [--llamacpp VENV_PYTHON] [--json-out FILE]
+      [--prompt-cache MB] [--llamacpp VENV_PYTHON] [--llama-server BIN] [--json-out FILE]
+
+--llama-server takes llama.cpp's own server, run with -np PARALLEL: built from the llama.cpp
+vendored in the llama-cpp-python 0.3.36 sdist (`cmake -S vendor/llama.cpp -B build -G Ninja
+-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON`, then
+`cmake --build build --target llama-server`; about 15 minutes on 2 cores).
 """
 import argparse
 import json
@@ -27,7 +32,8 @@ import time
 from openai import OpenAI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_common import SMOLLM2, llamacpp_server, metrics, pocket_server  # noqa: E402
+from serve_common import (  # noqa: E402
+    SMOLLM2, llama_server, llamacpp_server, metrics, pocket_server)
 
 QUESTIONS = [
     "What is the capital of France?", "Write a haiku about autumn.",
@@ -192,6 +198,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--prompt-cache", type=int, help="pocket serve's --prompt-cache (MB)")
     ap.add_argument("--llamacpp", help="python of a venv with llama-cpp-python[server]")
+    ap.add_argument("--llama-server", help="llama.cpp's llama-server binary")
     ap.add_argument("--json-out")
     a = ap.parse_args()
     model_bytes = os.path.getsize(a.model)
@@ -202,6 +209,9 @@ def main():
     if a.llamacpp:
         engines.append(("llama.cpp", lambda: llamacpp_server(a.llamacpp, a.model, a.parallel,
                                                              a.ctx)))
+    if a.llama_server:
+        engines.append(("llama-server", lambda: llama_server(a.llama_server, a.model,
+                                                             a.parallel, a.ctx)))
     rows, failed = [], False
     for rnd in range(a.rounds):
         order = engines if rnd % 2 == 0 else engines[::-1]
