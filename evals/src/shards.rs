@@ -214,19 +214,25 @@ pub fn merge(files: &[(PathBuf, Vec<Logged>)]) -> Result<Merged, EvalError> {
                     .collect();
                 (tag.clone(), identity, path.clone(), l.line)
             });
-            let there = format!("{}:{first_line}", first_path.display());
+            // Where the run was fixed, for the messages below (formatted only on an error).
+            let there = || format!("{}:{first_line}", first_path.display());
             if tag.shard.n != first.shard.n || tag.of != first.of || tag.run != first.run {
                 return Err(at.err(format!(
-                    "part {} of a run of {} items, but {there} is part {} of a run of {}: \
+                    "part {} of a run of {} items, but {} is part {} of a run of {}: \
                      parts of different runs",
-                    tag.shard, tag.of, first.shard, first.of
+                    tag.shard,
+                    tag.of,
+                    there(),
+                    first.shard,
+                    first.of
                 )));
             }
             for (key, want) in identity {
                 let got = l.record.get(key).unwrap_or(&Value::Null);
                 if got != want {
                     return Err(at.err(format!(
-                        "{key} is {got}, but {there} has {key} {want}: parts of different runs"
+                        "{key} is {got}, but {} has {key} {want}: parts of different runs",
+                        there()
                     )));
                 }
             }
