@@ -329,9 +329,83 @@ fn bench_rows(c: &mut Criterion) {
     }
 }
 
+/// A GGUF's block types as the engine carries them in (packed Q4 records with their own
+/// [`q4_packed::Form`], or packed Q8), one token, in bytes of the packed matrix per second:
+/// the mat-vec a downloaded file's decode runs, shape by shape (Qwen2.5-0.5B's FFN; the
+/// K-quants' 256-weight super-blocks want the 4,864-wide side). A form whose kernel spends
+/// more on unpacking than the memory system needs to deliver the bytes shows as a low figure
+/// here long before it does in a whole decode.
+fn bench_gguf_forms(c: &mut Criterion) {
+    use pocket::kernels::q4_packed::{Form, PackedQ4};
+    use pocket::kernels::q8_packed::{self, PackedQ8};
+    use pocket_formats::gguf::{codes, GgmlType};
+    let types = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::IQ4NL,
+        GgmlType::IQ4XS,
+        GgmlType::Q8_0,
+    ];
+    for isa in isas().into_iter().filter(|&i| i.isa() != Isa::Scalar) {
+        let mut g = c.benchmark_group(format!("gguf_forms_{}", isa.isa().name()));
+        for ty in types {
+            let (rows, cols) = if ty.block().0 == 256 {
+                (896, 4864)
+            } else {
+                (4864, 896)
+            };
+            let row_bytes = ty.bytes_for(cols as u64).expect("shape") as usize;
+            let data = codes::sample_blocks(ty, rows * row_bytes / ty.block().1, &mut 7);
+            let row = |r: usize| &data[r * row_bytes..][..row_bytes];
+            let x = values(cols, 2);
+            let name = format!("{ty:?}_{rows}x{cols}");
+            if ty == GgmlType::Q8_0 {
+                let p = PackedQ8::from_codes(rows, cols, 32, |r, codes, scales| {
+                    for (b, blk) in row(r).chunks_exact(34).enumerate() {
+                        scales[b * 2..][..2].copy_from_slice(&blk[..2]);
+                        codes[b * 32..][..32].copy_from_slice(&blk[2..]);
+                    }
+                })
+                .expect("Q8_0 packs");
+                let mut a = QuantActs::default();
+                a.quantize(isa, &x, 32, 0);
+                let (acts, mut out) = ([a], vec![0.0f32; rows]);
+                g.throughput(Throughput::Bytes(p.data.len() as u64));
+                g.bench_function(name, |b| {
+                    b.iter(|| q8_packed::dot_rows_tokens(isa, &p, 0, rows, &acts, &mut out))
+                });
+                continue;
+            }
+            let cf = codes::form(ty).expect("a packed form");
+            let p = PackedQ4::from_codes(
+                rows,
+                cols,
+                cf.block,
+                !cf.has_zero,
+                Form::of(cf),
+                |r, c, s, z| codes::unpack(ty, row(r), c, s, z),
+            )
+            .expect("the form packs");
+            let mut a = QuantActs::default();
+            a.quantize(isa, &x, cf.block, q4_packed::ACT_CHUNK);
+            let (acts, mut out) = ([a], vec![0.0f32; rows]);
+            g.throughput(Throughput::Bytes(p.data.len() as u64));
+            g.bench_function(name, |b| {
+                b.iter(|| q4_packed::dot_rows_tokens(isa, &p, 0, rows, &acts, &mut out))
+            });
+        }
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench, bench_rows, bench_attention, bench_attention_depth
+    targets = bench, bench_rows, bench_gguf_forms, bench_attention, bench_attention_depth
 }
 criterion_main!(benches);

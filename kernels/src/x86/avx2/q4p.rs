@@ -30,10 +30,10 @@ pub(crate) unsafe fn dot_rows_tokens(
         // SAFETY: as this function's (the same CPU features; the job's rows and tokens exist).
         unsafe {
             match nt {
-                1 => job.run::<1>(ts, out),
-                2 => job.run::<2>(ts, out),
-                3 => job.run::<3>(ts, out),
-                _ => job.run::<4>(ts, out),
+                1 => job.run_form::<1>(ts, out),
+                2 => job.run_form::<2>(ts, out),
+                3 => job.run_form::<3>(ts, out),
+                _ => job.run_form::<4>(ts, out),
             }
         }
     });
@@ -111,58 +111,96 @@ impl Half<'_> {
         }
     }
 
-    /// The high-bit planes' contribution to this half of code vector `i`'s nibble half `h`
-    /// (0: the high nibbles): `16 << p` in each byte whose plane-`p` bit is set.
+    /// Picks the kernel made for this matrix's form: the code vectors per block (`VW`), the
+    /// high-bit planes (`HI`) and a value table (`TBL`) are constants in each, so the loops
+    /// over a block's vectors unroll, every plane shift is an immediate, and nothing but the
+    /// arithmetic is left in the block loop (with them read at run time, a Q5 block spent more
+    /// on scalar shift counts and branches than on its dot products: 6 GB/s a core, not 12).
     ///
-    /// # Safety
-    /// AVX2; `r` is a record of this half's group.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn high_bits(&self, r: *const u8, i: usize, h: usize) -> __m256i {
-        let p = self.p;
-        let vw = p.block / 8;
-        let mut out = _mm256_setzero_si256();
-        for pl in 0..p.form.hi_bits as usize {
-            let bit = pl * 2 * vw + 2 * i + h;
-            // SAFETY: plane vector bit / 8 lies inside the record's high-bit planes.
-            let plane = _mm256_loadu_si256(r.add((vw + bit / 8) * 64 + self.half * 32) as *const _);
-            // Move bit `bit % 8` of every byte to bit 4 + pl of the same byte: a 16-bit shift
-            // by at most 4 left or 3 right brings no bit across a byte for the mask to keep.
-            let (from, to) = ((bit % 8) as i32, 4 + pl as i32);
-            let moved = if from <= to {
-                _mm256_sll_epi16(plane, _mm_cvtsi32_si128(to - from))
-            } else {
-                _mm256_srl_epi16(plane, _mm_cvtsi32_si128(from - to))
-            };
-            out = _mm256_or_si256(out, _mm256_and_si256(moved, _mm256_set1_epi8(1 << to)));
-        }
-        out
-    }
-
     /// # Safety
     /// As [`dot_rows_tokens`]; `T == ts.len()`.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn run<const T: usize>(&self, ts: &[QuantActs], out: &mut [f32]) {
+    unsafe fn run_form<const T: usize>(&self, ts: &[QuantActs], out: &mut [f32]) {
+        let f = self.p.form;
+        // SAFETY (every arm): as this function's; each arm's constants are the matrix's form.
+        match (f.hi_bits, self.p.block / 8, f.table.is_some()) {
+            (0, 2, false) => self.run::<T, 0, 2, false>(ts, out),
+            (0, 4, false) => self.run::<T, 0, 4, false>(ts, out),
+            (0, 8, false) => self.run::<T, 0, 8, false>(ts, out),
+            (0, 16, false) => self.run::<T, 0, 16, false>(ts, out),
+            (0, 2, true) => self.run::<T, 0, 2, true>(ts, out),
+            (0, 4, true) => self.run::<T, 0, 4, true>(ts, out),
+            (0, 8, true) => self.run::<T, 0, 8, true>(ts, out),
+            (0, 16, true) => self.run::<T, 0, 16, true>(ts, out),
+            (1, 2, false) => self.run::<T, 1, 2, false>(ts, out),
+            (1, 4, false) => self.run::<T, 1, 4, false>(ts, out),
+            (2, 2, false) => self.run::<T, 2, 2, false>(ts, out),
+            (2, 4, false) => self.run::<T, 2, 4, false>(ts, out),
+            (hi, vw, tbl) => unreachable!("packed Q4 form: {hi} planes, {vw} vectors, table {tbl}"),
+        }
+    }
+
+    /// # Safety
+    /// As [`dot_rows_tokens`]; `T == ts.len()`; `HI`, `VW` (= block / 8) and `TBL` are the
+    /// matrix's form.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run<const T: usize, const HI: usize, const VW: usize, const TBL: bool>(
+        &self,
+        ts: &[QuantActs],
+        out: &mut [f32],
+    ) {
         let p = self.p;
         let (nb, rec, block) = (p.blocks(), p.record(), p.block);
+        debug_assert!(p.form.hi_bits as usize == HI && block == VW * 8);
         let ts: &[QuantActs; T] = ts.try_into().expect("tile width");
+        // Each token's arrays, read once here rather than through `ts` in the loops.
+        let perm: [*const i8; T] = std::array::from_fn(|t| ts[t].perm.as_ptr());
+        let scale: [*const f32; T] = std::array::from_fn(|t| ts[t].scale.as_ptr());
+        let ssum: [*const f32; T] = std::array::from_fn(|t| ts[t].scaled_sum.as_ptr());
         let mask = _mm256_set1_epi8(0x0F);
         let ones = _mm256_set1_epi16(1);
         // A non-uniform form's table, as signed bytes in both 128-bit lanes.
-        let table = p.form.table.map(|t| {
+        let table = match p.form.table {
             // SAFETY: `t` holds 16 bytes.
-            _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr() as *const _))
-        });
+            Some(t) if TBL => _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr() as *const _)),
+            _ => _mm256_setzero_si256(),
+        };
         let group = p.data.as_ptr().add(self.g * nb * rec);
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let r = group.add(b * rec);
+            // This half of the block's high-bit plane vectors (HI·VW/4 of them: at most 2).
+            let mut planes = [_mm256_setzero_si256(); 2];
+            for (k, pl) in planes.iter_mut().enumerate().take((HI * VW).div_ceil(4)) {
+                // SAFETY: plane vector k of this record, after its VW code vectors.
+                *pl = _mm256_loadu_si256(r.add((VW + k) * 64 + self.half * 32) as *const _);
+            }
+            // `16 << pl` in each byte whose plane-`pl` bit for code vector `i`, nibble half `h`
+            // (0: the high nibbles) is set. The bit's place is a constant once the loops
+            // unroll: a 16-bit shift by at most 4 left or 3 right brings no bit across a byte
+            // for the mask to keep.
+            let high = |i: usize, h: usize| {
+                let mut out = _mm256_setzero_si256();
+                for pl in 0..HI {
+                    let bit = pl * 2 * VW + 2 * i + h;
+                    let (from, to) = ((bit % 8) as i32, 4 + pl as i32);
+                    let plane = planes[bit / 8];
+                    let moved = if from <= to {
+                        _mm256_sll_epi16(plane, _mm_cvtsi32_si128(to - from))
+                    } else {
+                        _mm256_srl_epi16(plane, _mm_cvtsi32_si128(from - to))
+                    };
+                    out = _mm256_or_si256(out, _mm256_and_si256(moved, _mm256_set1_epi8(1 << to)));
+                }
+                out
+            };
             let mut d = [_mm256_setzero_si256(); T];
             // Two code vectors per step: their four `vpmaddubsw` sums still fit i16 (at most
             // 4·2·15·127 = 15,240, or 31,496 for 5-bit codes), so one `vpmaddwd` widens both.
-            for i in (0..block / 8).step_by(2) {
-                // SAFETY: half `half` of code vectors i and i + 1 of this record (block/8 is
+            for i in (0..VW).step_by(2) {
+                // SAFETY: half `half` of code vectors i and i + 1 of this record (VW is
                 // even), inside the group's data.
                 let v0 = _mm256_loadu_si256(r.add(i * 64 + self.half * 32) as *const _);
                 let v1 = _mm256_loadu_si256(r.add(i * 64 + 64 + self.half * 32) as *const _);
@@ -174,23 +212,20 @@ impl Half<'_> {
                     _mm256_and_si256(_mm256_srli_epi16::<4>(v1), mask),
                     _mm256_and_si256(v1, mask),
                 );
-                if p.form.hi_bits > 0 {
-                    hi0 = _mm256_or_si256(hi0, self.high_bits(r, i, 0));
-                    lo0 = _mm256_or_si256(lo0, self.high_bits(r, i, 1));
-                    hi1 = _mm256_or_si256(hi1, self.high_bits(r, i + 1, 0));
-                    lo1 = _mm256_or_si256(lo1, self.high_bits(r, i + 1, 1));
+                if HI > 0 {
+                    hi0 = _mm256_or_si256(hi0, high(i, 0));
+                    lo0 = _mm256_or_si256(lo0, high(i, 1));
+                    hi1 = _mm256_or_si256(hi1, high(i + 1, 0));
+                    lo1 = _mm256_or_si256(lo1, high(i + 1, 1));
                 }
-                // 6-bit codes: the two pairs' `vpmaddubsw` sums reach 2·2·63·127 = 32,004
-                // each, so each pair is widened on its own.
-                let wide = p.form.hi_bits == 2;
-                if let Some(tbl) = table {
+                if TBL {
                     // Signed values: `vpmaddubsw` takes |w| and x with w's sign, whose pair
                     // sums (at most 2·127·127) fit its 16 bits; each is widened alone.
-                    let w = [hi0, lo0, hi1, lo1].map(|c| _mm256_shuffle_epi8(tbl, c));
+                    let w = [hi0, lo0, hi1, lo1].map(|c| _mm256_shuffle_epi8(table, c));
                     let mag = w.map(|w| _mm256_abs_epi8(w));
-                    for (t, a) in ts.iter().enumerate() {
+                    for t in 0..T {
                         // SAFETY: as below.
-                        let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;
+                        let x = perm[t].add(b * block + i * 8) as *const i32;
                         let mut sum = d[t];
                         for k in 0..4 {
                             let xk = _mm256_set1_epi32(x.add(k).read_unaligned());
@@ -201,9 +236,9 @@ impl Half<'_> {
                     }
                     continue;
                 }
-                for (t, a) in ts.iter().enumerate() {
+                for t in 0..T {
                     // SAFETY: this block's activations, 8 per code dword, inside token t's.
-                    let x = a.perm.as_ptr().add(b * block + i * 8) as *const i32;
+                    let x = perm[t].add(b * block + i * 8) as *const i32;
                     let x0 = _mm256_set1_epi32(x.read_unaligned());
                     let x1 = _mm256_set1_epi32(x.add(1).read_unaligned());
                     let x2 = _mm256_set1_epi32(x.add(2).read_unaligned());
@@ -216,7 +251,9 @@ impl Half<'_> {
                         _mm256_maddubs_epi16(hi1, x2),
                         _mm256_maddubs_epi16(lo1, x3),
                     );
-                    let sum = if wide {
+                    // 6-bit codes: the two pairs' `vpmaddubsw` sums reach 2·2·63·127 = 32,004
+                    // each, so each pair is widened on its own.
+                    let sum = if HI == 2 {
                         _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones))
                     } else {
                         _mm256_madd_epi16(_mm256_add_epi16(s0, s1), ones)
@@ -225,10 +262,11 @@ impl Half<'_> {
                 }
             }
             let (s, m) = self.params(r);
-            for (t, a) in ts.iter().enumerate() {
-                let sx = _mm256_set1_ps(*a.scale.get_unchecked(b));
+            for t in 0..T {
+                // SAFETY: block b's entries of token t's per-block arrays.
+                let sx = _mm256_set1_ps(*scale[t].add(b));
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[t]), _mm256_mul_ps(s, sx), acc[t]);
-                let xs = _mm256_set1_ps(*a.scaled_sum.get_unchecked(b));
+                let xs = _mm256_set1_ps(*ssum[t].add(b));
                 acc[t] = _mm256_fmadd_ps(m, xs, acc[t]);
             }
         }
