@@ -1,13 +1,19 @@
 //! How many tokens to propose: the most that pay, given what a proposal of this kind has been
 //! worth so far and what a pass over more rows costs on this machine.
 //!
-//! A pass over `1 + k` rows costs `1 + c·k` one-row steps (`c` measured as decoding goes: the
-//! batched kernels read the weights once but their arithmetic grows with the rows); a draft
-//! model adds `d·k` (its steps, measured too). If each proposed token holds with probability
-//! `α` once the ones before it held, the pass yields `1 + α + … + α^k` tokens on average. The
-//! policy proposes the `k` that maximizes yield over cost, and nothing when no `k` beats a
-//! plain step: free text, where n-grams rarely continue, so decodes at plain speed.
+//! The cost of a pass over `1 + k` rows, in one-row steps, is read from the curve the passes
+//! themselves draw: each `k` tried is timed and kept (smoothed), because the curve is not a
+//! line. The kernels take tokens in tiles (4 activation rows on AVX2, where a default int8x2
+//! row is two), so a pass costs about the same up to a tile's edge and then jumps; AMX starts
+//! at 8 rows. A `k` not timed yet is estimated from the nearest timed one below it plus the
+//! measured marginal row cost `c` (`1 + c·k` when none is), and never above a timed `k` beyond
+//! it nor below one before it: a pass over more rows does not cost less. A draft model adds
+//! `d·k` (its steps, measured too). If each proposed token holds with probability `α` once the
+//! ones before it held, the pass yields `1 + α + … + α^k` tokens on average. The policy
+//! proposes the `k` that maximizes yield over cost, and nothing when no `k` beats a plain
+//! step: free text, where n-grams rarely continue, so decodes at plain speed.
 
+use super::MAX_ROWS;
 use std::time::Duration;
 
 /// What a proposal came from; each has its own acceptance estimate.
@@ -57,6 +63,8 @@ pub struct Policy {
     /// Seconds of a one-row pass, of an extra verified row and of a draft step (smoothed).
     step: Option<f64>,
     row: Option<f64>,
+    /// Seconds of a pass with `k` proposed rows, index `k` (smoothed; `None` until timed).
+    curve: [Option<f64>; MAX_ROWS],
     draft_step: Option<f64>,
     /// A draft step's cost in target steps until one is timed.
     draft_prior: f64,
@@ -73,6 +81,7 @@ impl Policy {
             rejected: [0.0; 6],
             step: None,
             row: None,
+            curve: [None; MAX_ROWS],
             draft_step: None,
             draft_prior: draft_cost.unwrap_or(0.0),
             fixed: None,
@@ -101,6 +110,30 @@ impl Policy {
         (row, self.draft_step.map_or(self.draft_prior, |d| d / step))
     }
 
+    /// The cost of a pass with `k` proposed rows, in one-row steps: timed, or estimated from
+    /// its timed neighbours (see the module's doc).
+    pub fn pass_cost(&self, k: usize) -> f64 {
+        let (row, _) = self.costs();
+        let Some(step) = self.step else {
+            return 1.0 + row * k as f64;
+        };
+        let at = |j: usize| self.curve.get(j).copied().flatten().map(|t| t / step);
+        if k == 0 {
+            return 1.0;
+        }
+        if let Some(c) = at(k) {
+            return c;
+        }
+        let below = (1..k).rev().find_map(|j| at(j).map(|c| (j, c)));
+        let above = (k + 1..MAX_ROWS).find_map(at);
+        let (from, base) = below.unwrap_or((0, 1.0));
+        let mut est = base + row * (k - from) as f64;
+        if let Some(up) = above {
+            est = est.min(up);
+        }
+        est.max(base)
+    }
+
     /// How many of up to `room` tokens from `source` to propose (0: step plainly).
     pub fn draft_len(&self, source: Source, room: usize) -> usize {
         if let Some(k) = self.fixed {
@@ -111,17 +144,17 @@ impl Policy {
             return 0;
         }
         let alpha = self.alpha(source);
-        let (row, draft) = if source == Source::Model {
-            self.costs()
+        let draft = if source == Source::Model {
+            self.costs().1
         } else {
-            (self.costs().0, 0.0)
+            0.0
         };
         let (mut best, mut best_k) = (MARGIN, 0);
         let (mut yield_, mut a) = (1.0, 1.0);
-        for k in 1..=room {
+        for k in 1..=room.min(MAX_ROWS - 1) {
             a *= alpha;
             yield_ += a;
-            let gain = yield_ / (1.0 + (row + draft) * k as f64);
+            let gain = yield_ / (self.pass_cost(k) + draft * k as f64);
             if gain > best {
                 (best, best_k) = (gain, k);
             }
@@ -142,6 +175,9 @@ impl Policy {
         if let Some(step) = self.step {
             let per_row = ((t - step) / proposed as f64).max(0.0);
             self.row = Some(smooth(self.row, per_row));
+        }
+        if let Some(c) = self.curve.get_mut(proposed) {
+            *c = Some(smooth(*c, t));
         }
         let i = source.index();
         self.kept[i] = self.kept[i] * DECAY + accepted as f64;
@@ -205,5 +241,40 @@ mod tests {
         }
         assert_eq!(dear.draft_len(Source::Gram(3), 15), 0);
         assert_eq!(p.clone().fixed(5).draft_len(Source::Gram(1), 3), 3);
+    }
+
+    /// A step-shaped curve (made up, of the kind tiles give): up to 3 proposals cost what a
+    /// plain step does, 4 cost two. The policy reads the timed points (proposing 3, the last
+    /// free row, where a line through the same points would say 1–2), bounds the untimed ones
+    /// by their timed neighbours, and follows the curve when it changes.
+    #[test]
+    fn proposal_length_reads_the_timed_curve() {
+        let mut p = timed(10.0);
+        for _ in 0..10 {
+            p.observe(Source::Streak, 3, 3, Duration::from_micros(10_300));
+            p.observe(Source::Streak, 4, 3, Duration::from_millis(20));
+        }
+        assert!((p.pass_cost(3) - 1.03).abs() < 1e-9);
+        assert!((p.pass_cost(4) - 2.0).abs() < 1e-9);
+        // Untimed: 1 and 2 lie between a plain step and the timed 3; 9 is at least 4's cost.
+        for k in [1, 2] {
+            let c = p.pass_cost(k);
+            assert!((1.0..=1.03).contains(&c), "k {k}: {c}");
+        }
+        assert!(p.pass_cost(9) >= 2.0);
+        let alpha = p.alpha(Source::Streak);
+        assert!((0.6..0.9).contains(&alpha), "{alpha}");
+        assert_eq!(p.draft_len(Source::Streak, 15), 3);
+        // The same acceptance through a straight line of the same average slope (a pass of
+        // 1 + k rows at 1 + 0.25·k steps) pays less for 3 than the curve does.
+        let line = |k: f64| (1.0 - alpha.powf(k + 1.0)) / (1.0 - alpha) / (1.0 + 0.25 * k);
+        let curve = (1.0 - alpha.powi(4)) / (1.0 - alpha) / p.pass_cost(3);
+        assert!(curve > line(3.0) && curve > line(1.0) && curve > line(2.0));
+        // When 4..7 become cheap (a machine whose tiles are wider), the policy moves past 3.
+        for _ in 0..30 {
+            p.observe(Source::Streak, 7, 7, Duration::from_micros(10_500));
+            p.observe(Source::Streak, 4, 4, Duration::from_micros(10_400));
+        }
+        assert!(p.draft_len(Source::Streak, 15) >= 7);
     }
 }
