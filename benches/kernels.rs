@@ -395,9 +395,27 @@ fn bench_gguf_forms(c: &mut Criterion) {
             a.quantize(isa, &x, cf.block, q4_packed::ACT_CHUNK);
             let (acts, mut out) = ([a], vec![0.0f32; rows]);
             g.throughput(Throughput::Bytes(p.data.len() as u64));
-            g.bench_function(name, |b| {
+            g.bench_function(&name, |b| {
                 b.iter(|| q4_packed::dot_rows_tokens(isa, &p, 0, rows, &acts, &mut out))
             });
+            // Several activation rows over the same weights (a verification pass, a batch, or
+            // one token's two int8x2 digits), as weights read per second: the multi-row
+            // kernels' work is the products, so this falls as rows are added.
+            for n in [2usize, 4, 8, 16] {
+                let acts: Vec<QuantActs> = values(n * cols, 5)
+                    .chunks_exact(cols)
+                    .map(|x| {
+                        let mut a = QuantActs::default();
+                        a.quantize(isa, x, cf.block, q4_packed::ACT_CHUNK);
+                        a
+                    })
+                    .collect();
+                let mut out = vec![0.0f32; n * rows];
+                g.throughput(Throughput::Elements((n * rows * cols) as u64));
+                g.bench_function(format!("{name}_rows{n}"), |b| {
+                    b.iter(|| q4_packed::dot_rows_tokens(isa, &p, 0, rows, &acts, &mut out))
+                });
+            }
         }
         g.finish();
     }

@@ -32,6 +32,7 @@ pub mod scalar;
 #[cfg(test)]
 mod twins;
 pub mod w4a16;
+pub mod w8a16;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -6,7 +6,7 @@
 
 use crate::act::QuantActs;
 use crate::testutil::{against_twin, close, random_cases, Case, Rng, Shapes};
-use crate::{q4, q4_packed, q8, q8_packed, w4a16, Cpu};
+use crate::{q4, q4_packed, q8, q8_packed, w4a16, w8a16, Cpu};
 use pocket_formats::quant::{q4 as q4_codec, q8 as q8_codec, search::Method};
 
 /// Integer products summed exactly; only the f32 scale arithmetic may round differently.
@@ -199,7 +199,21 @@ fn q8_packed_on_random_shapes() {
         q8_packed::dot_rows_tokens_scalar(&p, first, count, &acts, &mut want);
         let mut got = vec![f32::NAN; want.len()];
         q8_packed::dot_rows_tokens(cpu, &p, first, count, &acts, &mut got);
-        close(&got, &want, INT_TOL)
+        close(&got, &want, INT_TOL)?;
+        // f32 activations: the same bits as the decoded row and `scalar::dot`, not only close.
+        let x = rng.vec(c.cols, 2.0);
+        let mut want = vec![0.0; count];
+        w8a16::dot_rows_f32_scalar(&p, first, count, &x, &mut want);
+        let mut got = vec![f32::NAN; count];
+        w8a16::dot_rows_f32(cpu, &p, first, count, &x, &mut got);
+        match got
+            .iter()
+            .zip(&want)
+            .position(|(g, w)| g.to_bits() != w.to_bits())
+        {
+            Some(i) => Err(format!("f32 row {i}: {} against {}", got[i], want[i])),
+            None => Ok(()),
+        }
     });
 }
 

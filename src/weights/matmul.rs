@@ -6,7 +6,7 @@ use super::bands::{band_rows, par_rows, rayon_bands, run_bands, Band};
 use super::{IntKernel, Matrix};
 use crate::kernels::dense::{self as dense_kernel, DenseMatrix};
 use crate::kernels::q4_packed::{self, PackedQ4};
-use crate::kernels::{self, act::QuantActs, w4a16};
+use crate::kernels::{self, act::QuantActs, q8_packed, w4a16, w8a16};
 use crate::pool;
 use rayon::prelude::*;
 
@@ -36,6 +36,14 @@ impl Matrix {
             let cpu = self.config.cpu;
             return par_rows(y, self.cols, 1, |first, ys| {
                 dense_kernel::rows_tokens(cpu, &d, first, ys.len(), x, 1, ys)
+            });
+        }
+        if let Some(p) = self.w8a16_kernel() {
+            // The bits of the fallback below (a decoded row and `scalar::dot`), without the
+            // decoded row.
+            let cpu = self.config.cpu;
+            return par_rows(y, self.cols, q8_packed::GROUP, |first, ys| {
+                w8a16::dot_rows_f32(cpu, p, first, ys.len(), x, ys)
             });
         }
         par_rows(y, self.cols, 1, |first, ys| {

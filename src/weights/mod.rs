@@ -286,6 +286,14 @@ impl Matrix {
         }
     }
 
+    /// The W8A16 view of a packed Q8 matrix, when activations are f32.
+    fn w8a16_kernel(&self) -> Option<&PackedQ8> {
+        match &self.packed {
+            Some(Packed::Q8(p)) if self.config.activations == Activations::F32 => Some(p),
+            _ => None,
+        }
+    }
+
     /// Whether its kernels quantize the activations to int8 (a quantized matrix on the default
     /// path): a layer whose own weights are quantized, beside which an adapter can round to
     /// f16 for free ([`crate::lora::Factor`]).

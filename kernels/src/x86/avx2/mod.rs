@@ -9,3 +9,4 @@ pub(crate) mod q4p;
 pub(crate) mod q4p_f32;
 pub(crate) mod q8;
 pub(crate) mod q8p;
+pub(crate) mod q8p_f32;

@@ -35,59 +35,102 @@ pub(crate) unsafe fn dot_rows(
 }
 
 impl Half<'_> {
+    /// Picks the loop made for this matrix's form, as the int8 kernel does (`Half::run_form`):
+    /// the high-bit planes (`HI`), code vectors per block (`VW`) and a value table (`TBL`) are
+    /// constants, so each plane bit's place is an immediate shift, not a count and a load per
+    /// code.
+    ///
     /// # Safety
     /// As [`dot_rows`]; tokens `t0..t0 + T` exist.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn run_f32<const T: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
+        let f = self.p.form;
+        // SAFETY (every arm): as this function's; each arm's constants are the matrix's form.
+        match (f.hi_bits, self.p.block / 8, f.table.is_some()) {
+            (0, 2, false) => self.run_f32_form::<T, 0, 2, false>(x, sums, out),
+            (0, 4, false) => self.run_f32_form::<T, 0, 4, false>(x, sums, out),
+            (0, 8, false) => self.run_f32_form::<T, 0, 8, false>(x, sums, out),
+            (0, 16, false) => self.run_f32_form::<T, 0, 16, false>(x, sums, out),
+            (0, 2, true) => self.run_f32_form::<T, 0, 2, true>(x, sums, out),
+            (0, 4, true) => self.run_f32_form::<T, 0, 4, true>(x, sums, out),
+            (0, 8, true) => self.run_f32_form::<T, 0, 8, true>(x, sums, out),
+            (0, 16, true) => self.run_f32_form::<T, 0, 16, true>(x, sums, out),
+            (1, 2, false) => self.run_f32_form::<T, 1, 2, false>(x, sums, out),
+            (1, 4, false) => self.run_f32_form::<T, 1, 4, false>(x, sums, out),
+            (2, 2, false) => self.run_f32_form::<T, 2, 2, false>(x, sums, out),
+            (2, 4, false) => self.run_f32_form::<T, 2, 4, false>(x, sums, out),
+            (hi, vw, tbl) => unreachable!("packed Q4 form: {hi} planes, {vw} vectors, table {tbl}"),
+        }
+    }
+
+    /// # Safety
+    /// As [`dot_rows`]; tokens `t0..t0 + T` exist; `HI`, `VW` (= block / 8) and `TBL` are
+    /// the matrix's form.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn run_f32_form<const T: usize, const HI: usize, const VW: usize, const TBL: bool>(
+        &self,
+        x: &[f32],
+        sums: &[f32],
+        out: &mut [f32],
+    ) {
         let p = self.p;
         let (nb, rec, block, cols) = (p.blocks(), p.record(), p.block, p.cols);
+        debug_assert!(p.form.hi_bits as usize == HI && block == VW * 8);
         let nibble = _mm256_set1_epi32(0xF);
-        let table = p.form.table.map(|t| {
-            let v: [f32; 16] = t.map(|v| v as f32);
-            // SAFETY: `v` holds 16 floats.
-            (
-                _mm256_loadu_ps(v.as_ptr()),
-                _mm256_loadu_ps(v.as_ptr().add(8)),
-            )
-        });
+        let table = match p.form.table {
+            Some(t) if TBL => {
+                let v: [f32; 16] = t.map(|v| v as f32);
+                // SAFETY: `v` holds 16 floats.
+                (
+                    _mm256_loadu_ps(v.as_ptr()),
+                    _mm256_loadu_ps(v.as_ptr().add(8)),
+                )
+            }
+            _ => (_mm256_setzero_ps(), _mm256_setzero_ps()),
+        };
         let base = p.data.as_ptr().add(self.g * nb * rec);
         let mut acc = [_mm256_setzero_ps(); T];
         for b in 0..nb {
             let r = base.add(b * rec);
+            // This half of the block's plane vectors (HI·VW/4 of them: at most 2), once.
+            let mut planes = [_mm256_setzero_si256(); 2];
+            for (k, pl) in planes.iter_mut().enumerate().take((HI * VW).div_ceil(4)) {
+                // SAFETY: plane vector k of this record, after its VW code vectors.
+                *pl = _mm256_loadu_si256(r.add((VW + k) * 64 + self.half * 32) as *const _);
+            }
             // Two accumulators per token: even and odd columns, independent FMA chains.
             let mut d = [[_mm256_setzero_ps(); 2]; T];
-            for i in 0..block / 8 {
+            for i in 0..VW {
                 // SAFETY: half `half` of code vector i of this record lies inside the group.
                 let v = _mm256_loadu_si256(r.add(i * 64 + self.half * 32) as *const _);
-                let vw = block / 8;
                 let code = |shift: i32| {
                     let mut c =
-                        _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set1_epi32(shift)), nibble);
-                    // Codes wider than 4 bits: the high-bit planes' bits of this column.
+                        _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(shift)), nibble);
+                    // Codes wider than 4 bits: this column's bit of each plane, moved to bit
+                    // 4 + pl (every count is a constant once the loops unroll).
                     let (byte, h) = ((shift / 8) as usize, usize::from(shift % 8 == 0));
-                    for pl in 0..p.form.hi_bits as usize {
-                        let bit = pl * 2 * vw + 2 * i + h;
-                        // SAFETY: this half of plane vector bit / 8, inside the record.
-                        let plane = _mm256_loadu_si256(
-                            r.add((vw + bit / 8) * 64 + self.half * 32) as *const _
-                        );
-                        let at = _mm256_set1_epi32((8 * byte + bit % 8) as i32);
-                        let one =
-                            _mm256_and_si256(_mm256_srlv_epi32(plane, at), _mm256_set1_epi32(1));
-                        c = _mm256_or_si256(
-                            c,
-                            _mm256_sllv_epi32(one, _mm256_set1_epi32(4 + pl as i32)),
-                        );
+                    for pl in 0..HI {
+                        let bit = pl * 2 * VW + 2 * i + h;
+                        let (from, to) = ((8 * byte + bit % 8) as i32, 4 + pl as i32);
+                        let plane = planes[bit / 8];
+                        let moved = if from >= to {
+                            _mm256_srl_epi32(plane, _mm_cvtsi32_si128(from - to))
+                        } else {
+                            _mm256_sll_epi32(plane, _mm_cvtsi32_si128(to - from))
+                        };
+                        c = _mm256_or_si256(c, _mm256_and_si256(moved, _mm256_set1_epi32(1 << to)));
                     }
-                    match table {
+                    if TBL {
                         // A non-uniform form: entries 0–7 or 8–15, chosen by the code's bit 3.
-                        Some((lo, hi)) => _mm256_blendv_ps(
-                            _mm256_permutevar8x32_ps(lo, c),
-                            _mm256_permutevar8x32_ps(hi, c),
+                        _mm256_blendv_ps(
+                            _mm256_permutevar8x32_ps(table.0, c),
+                            _mm256_permutevar8x32_ps(table.1, c),
                             _mm256_castsi256_ps(_mm256_slli_epi32::<28>(c)),
-                        ),
-                        None => _mm256_cvtepi32_ps(c),
+                        )
+                    } else {
+                        _mm256_cvtepi32_ps(c)
                     }
                 };
                 // Column j of the dword: byte j/2, high nibble first.
