@@ -13,6 +13,32 @@ use std::arch::x86_64::*;
 /// Tokens per pass over a half group's weights.
 const TOKENS: usize = 4;
 
+/// `$half.$run::<T, HI, VW, TBL>(args)` for the form of `$half`'s matrix: the one list of forms
+/// the AVX2 packed kernels compile a loop for (int8 here, f32 in `q4p_f32.rs`), so both take
+/// the same forms. `HI`: high-bit planes; `VW`: code vectors per block (block / 8); `TBL`: a
+/// value table.
+macro_rules! by_form {
+    ($half:ident, $run:ident::<$t:ident>, ($($arg:expr),*)) => {{
+        let f = $half.p.form;
+        match (f.hi_bits, $half.p.block / 8, f.table.is_some()) {
+            (0, 2, false) => $half.$run::<$t, 0, 2, false>($($arg),*),
+            (0, 4, false) => $half.$run::<$t, 0, 4, false>($($arg),*),
+            (0, 8, false) => $half.$run::<$t, 0, 8, false>($($arg),*),
+            (0, 16, false) => $half.$run::<$t, 0, 16, false>($($arg),*),
+            (0, 2, true) => $half.$run::<$t, 0, 2, true>($($arg),*),
+            (0, 4, true) => $half.$run::<$t, 0, 4, true>($($arg),*),
+            (0, 8, true) => $half.$run::<$t, 0, 8, true>($($arg),*),
+            (0, 16, true) => $half.$run::<$t, 0, 16, true>($($arg),*),
+            (1, 2, false) => $half.$run::<$t, 1, 2, false>($($arg),*),
+            (1, 4, false) => $half.$run::<$t, 1, 4, false>($($arg),*),
+            (2, 2, false) => $half.$run::<$t, 2, 2, false>($($arg),*),
+            (2, 4, false) => $half.$run::<$t, 2, 4, false>($($arg),*),
+            (hi, vw, tbl) => unreachable!("packed Q4 form: {hi} planes, {vw} vectors, table {tbl}"),
+        }
+    }};
+}
+pub(super) use by_form;
+
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; the arguments were checked by
 /// `q4_packed::dot_rows_tokens` (row range in whole groups, activations in the matrix's
@@ -122,23 +148,8 @@ impl Half<'_> {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn run_form<const T: usize>(&self, ts: &[QuantActs], out: &mut [f32]) {
-        let f = self.p.form;
-        // SAFETY (every arm): as this function's; each arm's constants are the matrix's form.
-        match (f.hi_bits, self.p.block / 8, f.table.is_some()) {
-            (0, 2, false) => self.run::<T, 0, 2, false>(ts, out),
-            (0, 4, false) => self.run::<T, 0, 4, false>(ts, out),
-            (0, 8, false) => self.run::<T, 0, 8, false>(ts, out),
-            (0, 16, false) => self.run::<T, 0, 16, false>(ts, out),
-            (0, 2, true) => self.run::<T, 0, 2, true>(ts, out),
-            (0, 4, true) => self.run::<T, 0, 4, true>(ts, out),
-            (0, 8, true) => self.run::<T, 0, 8, true>(ts, out),
-            (0, 16, true) => self.run::<T, 0, 16, true>(ts, out),
-            (1, 2, false) => self.run::<T, 1, 2, false>(ts, out),
-            (1, 4, false) => self.run::<T, 1, 4, false>(ts, out),
-            (2, 2, false) => self.run::<T, 2, 2, false>(ts, out),
-            (2, 4, false) => self.run::<T, 2, 4, false>(ts, out),
-            (hi, vw, tbl) => unreachable!("packed Q4 form: {hi} planes, {vw} vectors, table {tbl}"),
-        }
+        // SAFETY: as this function's; `by_form!` passes the matrix's form as the constants.
+        by_form!(self, run::<T>, (ts, out))
     }
 
     /// # Safety

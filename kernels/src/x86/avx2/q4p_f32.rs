@@ -4,7 +4,7 @@
 //! then one FMA per column and token; the block's scale and zero point are applied once per
 //! block.
 
-use super::q4p::{each_half, Half};
+use super::q4p::{by_form, each_half, Half};
 use crate::q4_packed::PackedQ4;
 use std::arch::x86_64::*;
 
@@ -45,23 +45,8 @@ impl Half<'_> {
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn run_f32<const T: usize>(&self, x: &[f32], sums: &[f32], out: &mut [f32]) {
-        let f = self.p.form;
-        // SAFETY (every arm): as this function's; each arm's constants are the matrix's form.
-        match (f.hi_bits, self.p.block / 8, f.table.is_some()) {
-            (0, 2, false) => self.run_f32_form::<T, 0, 2, false>(x, sums, out),
-            (0, 4, false) => self.run_f32_form::<T, 0, 4, false>(x, sums, out),
-            (0, 8, false) => self.run_f32_form::<T, 0, 8, false>(x, sums, out),
-            (0, 16, false) => self.run_f32_form::<T, 0, 16, false>(x, sums, out),
-            (0, 2, true) => self.run_f32_form::<T, 0, 2, true>(x, sums, out),
-            (0, 4, true) => self.run_f32_form::<T, 0, 4, true>(x, sums, out),
-            (0, 8, true) => self.run_f32_form::<T, 0, 8, true>(x, sums, out),
-            (0, 16, true) => self.run_f32_form::<T, 0, 16, true>(x, sums, out),
-            (1, 2, false) => self.run_f32_form::<T, 1, 2, false>(x, sums, out),
-            (1, 4, false) => self.run_f32_form::<T, 1, 4, false>(x, sums, out),
-            (2, 2, false) => self.run_f32_form::<T, 2, 2, false>(x, sums, out),
-            (2, 4, false) => self.run_f32_form::<T, 2, 4, false>(x, sums, out),
-            (hi, vw, tbl) => unreachable!("packed Q4 form: {hi} planes, {vw} vectors, table {tbl}"),
-        }
+        // SAFETY: as this function's; `by_form!` passes the matrix's form as the constants.
+        by_form!(self, run_f32_form::<T>, (x, sums, out))
     }
 
     /// # Safety
