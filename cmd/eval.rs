@@ -17,6 +17,7 @@ mod generation;
 mod math;
 mod mc;
 mod merge;
+mod parts;
 mod ppl;
 mod suite;
 

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use pocket_evals::compare::{compare, Comparison, RunFile};
 use pocket_evals::gsm8k::Variant;
+use pocket_evals::shards::Shard;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -60,6 +61,11 @@ pub struct DriftArgs {
     /// prompt it shares a beginning with (same answers and scores, slower; for measuring)
     #[arg(long, hide_short_help = true)]
     pub no_shared_prefix: bool,
+    /// Run part K of N of every task (each task's items split as `pocket eval TASK --shard`
+    /// does), its logs under --work; once every part's logs are in one --work, the command
+    /// without --shard joins them and prints the one run's report
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse, hide_short_help = true)]
+    pub shard: Option<Shard>,
     /// Speculative decoding for both builds (one answer at a time; the answers are --batch 1's)
     #[command(flatten)]
     pub spec: crate::speculate_args::SpecArgs,
@@ -74,10 +80,20 @@ pub(super) fn run_one(a: &DriftArgs, task: &str, i: usize, model: &Path) -> Resu
             "_"
         )
     );
+    let whole = a.work.join(file);
+    let out = match a.shard {
+        Some(shard) => super::parts::part_path(&whole, shard),
+        None => {
+            if let Some(n) = super::parts::join(&whole)? {
+                eprintln!("{task}: joined {n} parts' logs into {}", whole.display());
+            }
+            whole
+        }
+    };
     let run = RunOpts {
         limit: a.limit,
-        out: Some(a.work.join(file)),
-        shard: None,
+        out: Some(out),
+        shard: a.shard,
         json: false,
         ctx: a.ctx,
         threads: None,
@@ -198,6 +214,12 @@ pub fn main(a: DriftArgs) -> Result<ExitCode> {
             );
             done.push(run_one(&a, task, i, m)?);
         }
+        if let Some(shard) = a.shard {
+            for (d, m) in done.iter().zip(&a.models) {
+                part_line(shard, task, d, m);
+            }
+            continue;
+        }
         let files: Vec<RunFile> = done
             .iter()
             .zip(&a.models)
@@ -210,6 +232,10 @@ pub fn main(a: DriftArgs) -> Result<ExitCode> {
             .collect();
         let c = compare(&files[0], &files[1])?;
         rows.push((done, c));
+    }
+    if let Some(shard) = a.shard {
+        println!("{}", part_done(shard, "eval"));
+        return Ok(ExitCode::SUCCESS);
     }
     print_table(&a, &rows);
     if let Some(path) = &a.json {
@@ -228,6 +254,24 @@ pub fn main(a: DriftArgs) -> Result<ExitCode> {
         println!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A part's line for one task and build: what it logged, not a score (a part's items are not
+/// the run's).
+pub(super) fn part_line(shard: Shard, task: &str, d: &Done, model: &Path) {
+    println!(
+        "part {shard}: {task} on {}: {} items logged",
+        model.display(),
+        d.report.n
+    );
+}
+
+/// What a part says when it is done: how its logs become the one run's report.
+pub(super) fn part_done(shard: Shard, command: &str) -> String {
+    format!(
+        "part {shard} done. With every part's --work logs in one directory, the same `pocket \
+         {command}` command without --shard joins them and prints the one run's report"
+    )
 }
 
 fn print_table(a: &DriftArgs, rows: &[(Vec<Done>, Comparison)]) {

@@ -4,7 +4,7 @@
 //! into the one run's log.
 
 use super::print_metrics;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use pocket_evals::shards;
 use std::path::PathBuf;
@@ -53,13 +53,7 @@ pub fn main(a: MergeArgs) -> Result<ExitCode> {
     }
     let merged = shards::merge(&files)?;
     if let Some(out) = &a.out {
-        let mut bytes = Vec::new();
-        for r in &merged.records {
-            serde_json::to_writer(&mut bytes, r)?;
-            bytes.push(b'\n');
-        }
-        pocket_formats::atomic::write_atomic(out, &bytes)
-            .with_context(|| format!("writing {}", out.display()))?;
+        super::parts::write_log(out, &merged.records)?;
     }
     let r = &merged.report;
     if a.json {

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use pocket_evals::compare::{compare, RunFile, BOOTSTRAP_RESAMPLES};
 use pocket_evals::results::units;
+use pocket_evals::shards::Shard;
 use pocket_evals::stats::{stratified_bootstrap_mean_diff, PairedItem};
 use pocket_evals::suite::{self, Status};
 use serde_json::{json, Value};
@@ -66,6 +67,11 @@ pub struct SuiteArgs {
     /// prompt it shares a beginning with (same answers and scores, slower; for measuring)
     #[arg(long)]
     pub no_shared_prefix: bool,
+    /// Run part K of N of every task (items split as `pocket eval TASK --shard` does), its
+    /// logs under --work; once every part's logs are in one --work, the command without
+    /// --shard joins them and prints the one run's table
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    pub shard: Option<Shard>,
     /// Speculative decoding for the generation tasks (one answer at a time)
     #[command(flatten)]
     pub spec: crate::speculate_args::SpecArgs,
@@ -104,6 +110,7 @@ pub fn main(a: SuiteArgs) -> Result<ExitCode> {
         threads: None,
         batch: a.batch,
         no_shared_prefix: a.no_shared_prefix,
+        shard: a.shard,
         spec: a.spec.clone(),
     };
     let mut results = Vec::new();
@@ -112,7 +119,11 @@ pub fn main(a: SuiteArgs) -> Result<ExitCode> {
         if let Status::Runs { task, .. } = row.status {
             for (i, m) in models.iter().enumerate() {
                 eprintln!("{} ({task}): {}", row.name, m.display());
-                runs.push(run_one(&drift, task, i, m)?);
+                let done = run_one(&drift, task, i, m)?;
+                if let Some(shard) = a.shard {
+                    super::drift::part_line(shard, task, &done, m);
+                }
+                runs.push(done);
             }
         }
         results.push(RowResult {
@@ -120,6 +131,23 @@ pub fn main(a: SuiteArgs) -> Result<ExitCode> {
             status: row.status,
             runs,
         });
+    }
+    if let Some(shard) = a.shard {
+        // A part's scores are over its items only: no table, no average.
+        if let Some(path) = &a.json {
+            let reports: Vec<Value> = results
+                .iter()
+                .filter(|r| !r.runs.is_empty())
+                .map(|r| json!({"row": r.name, "runs": r.runs.iter().map(|d| &d.report).collect::<Vec<_>>()}))
+                .collect();
+            let all = json!({"models": models, "limit": a.limit, "part": shard.to_string(), "reports": reports});
+            pocket_formats::atomic::write_atomic(
+                path,
+                serde_json::to_string_pretty(&all)?.as_bytes(),
+            )?;
+        }
+        println!("{}", super::drift::part_done(shard, "eval suite"));
+        return Ok(ExitCode::SUCCESS);
     }
     let summary = summarize(&results, &models)?;
     print_table(&summary, &models, card);

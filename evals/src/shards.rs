@@ -254,17 +254,19 @@ pub fn merge(files: &[(PathBuf, Vec<Logged>)]) -> Result<Merged, EvalError> {
         return Err(EvalError::Invalid("no logs to merge".into()));
     };
     let n = first.shard.n;
-    if seen_parts.len() < n {
-        let absent: Vec<String> = (1..=n)
+    // A run of fewer items than parts leaves the last parts nothing to log.
+    let owning = n.min(first.of);
+    if seen_parts.len() < owning {
+        let absent: Vec<String> = (1..=owning)
             .filter(|k| !seen_parts.contains(k))
             .take(3)
             .map(|k| format!("{k}/{n}"))
             .collect();
         return Err(EvalError::Invalid(format!(
             "{} of the run's {n} parts are in none of the logs (part {}{}): give every part's log",
-            n - seen_parts.len(),
+            owning - seen_parts.len(),
             absent.join(", "),
-            if n - seen_parts.len() > absent.len() {
+            if owning - seen_parts.len() > absent.len() {
                 ", …"
             } else {
                 ""
@@ -407,6 +409,18 @@ mod tests {
         assert_eq!(ids, (0..10).map(|i| json!(i)).collect::<Vec<_>>());
         assert!(two.records.iter().all(|r| !r.contains_key(KEY)));
         assert_eq!(two.report.metrics["acc"].value, 0.4);
+        // More parts than items: the parts past the last item log nothing and are not asked
+        // for; a part that owns an item still is.
+        let mut five = parts(3, 5);
+        assert!(five[3].1.is_empty() && five[4].1.is_empty());
+        five.truncate(3);
+        assert_eq!(
+            merge(&five).unwrap().report.items,
+            merge(&parts(3, 1)).unwrap().report.items
+        );
+        five.remove(2);
+        let e = merge(&five).unwrap_err().to_string();
+        assert!(e.contains("part 3/5"), "{e}");
     }
 
     #[test]

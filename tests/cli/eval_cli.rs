@@ -1186,10 +1186,8 @@ fn custom_tasks_sample_repeatably_by_seed() {
     );
 }
 
-#[test]
-fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// The suite's sample data sets under `data` (fetch-eval-data.sh's layout).
+fn suite_data(data: &Path) {
     for (sub, file, from) in [
         (
             "ifeval",
@@ -1208,13 +1206,20 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
         std::fs::create_dir_all(data.join(sub)).unwrap();
         std::fs::copy(from, data.join(sub).join(file)).unwrap();
     }
-    copy_mc_sample(&data);
+    copy_mc_sample(data);
     let bbh = data.join("bbh");
     std::fs::create_dir_all(&bbh).unwrap();
     for f in std::fs::read_dir(sample("bbh_sample")).unwrap() {
         let f = f.unwrap().path();
         std::fs::copy(&f, bbh.join(f.file_name().unwrap())).unwrap();
     }
+}
+
+#[test]
+fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    suite_data(&data);
     let json = dir.path().join("suite.json");
     let out = pocket(&[
         "eval",
@@ -1279,6 +1284,123 @@ fn the_suite_runs_every_built_row_averages_and_compares_two_builds() {
         &["eval", "suite", s(&tiny("qwen2-tiny")), "--tasks", "mmlu2"],
         &["mmlu2"],
     );
+}
+
+/// A suite split three ways (`--shard K/3`, each part in its own --work, as on three
+/// machines), then the parts' logs copied into one --work: the command without --shard joins
+/// them and gives the one run's table, comparisons and items, bit for bit. Three parts of two
+/// items leave part 3 with nothing for most tasks; a part missing, or parts of two splits, are
+/// refused by name.
+#[test]
+fn a_suite_split_into_parts_joins_into_the_one_runs_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    suite_data(&data);
+    let (a, b) = (tiny("qwen2-tiny"), tiny("llama-tiny"));
+    let suite = |work: &Path, extra: &[&str]| {
+        let json = work.with_extension("json");
+        let mut args = vec![
+            "eval",
+            "suite",
+            s(&a),
+            "--model",
+            s(&b),
+            "--tasks",
+            "all",
+            "--limit",
+            "2",
+            "--data-dir",
+            s(&data),
+            "--work",
+            s(work),
+            "--json",
+            s(&json),
+        ];
+        args.extend(extra);
+        let out = pocket(&args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let v = out
+            .status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&std::fs::read(&json).unwrap()).unwrap());
+        (v, String::from_utf8_lossy(&out.stdout).into_owned(), err)
+    };
+    let (one, _, err) = suite(&dir.path().join("one"), &[]);
+    let one = one.unwrap_or_else(|| panic!("{err}"));
+    let joined = dir.path().join("joined");
+    std::fs::create_dir_all(&joined).unwrap();
+    for k in 1..=3 {
+        let work = dir.path().join(format!("part{k}"));
+        let (part, text, err) = suite(&work, &["--shard", &format!("{k}/3")]);
+        let part = part.unwrap_or_else(|| panic!("{err}"));
+        assert_eq!(part["part"], format!("{k}/3"));
+        assert!(part.get("summary").is_none(), "a part prints no table");
+        assert!(text.contains(&format!("part {k}/3 done")), "{text}");
+        for f in std::fs::read_dir(&work).unwrap() {
+            let f = f.unwrap().path();
+            let name = f.file_name().unwrap().to_str().unwrap().to_string();
+            assert!(name.ends_with(&format!(".part-{k}-of-3.jsonl")), "{name}");
+            std::fs::copy(&f, joined.join(name)).unwrap();
+        }
+    }
+    // Without every part: refused, naming the task's log and the missing part.
+    let short = dir.path().join("short");
+    std::fs::create_dir_all(&short).unwrap();
+    for f in std::fs::read_dir(&joined).unwrap() {
+        let f = f.unwrap().path();
+        let name = f.file_name().unwrap().to_str().unwrap().to_string();
+        if !name.contains(".part-2-of-3") {
+            std::fs::copy(&f, short.join(name)).unwrap();
+        }
+    }
+    let (v, _, err) = suite(&short, &[]);
+    assert!(v.is_none());
+    for want in ["ifeval.1.qwen2-tiny", "part 2/3", "none of the logs"] {
+        assert!(err.contains(want), "{want:?} in {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!short.join("ifeval.1.qwen2-tiny.jsonl").exists());
+    // Parts of a two-way split beside a three-way one's: refused.
+    std::fs::copy(
+        joined.join("ifeval.1.qwen2-tiny.part-1-of-3.jsonl"),
+        short.join("ifeval.1.qwen2-tiny.part-1-of-2.jsonl"),
+    )
+    .unwrap();
+    let (v, _, err) = suite(&short, &[]);
+    assert!(v.is_none() && err.contains("split 2 ways"), "{err}");
+
+    let (all, text, err) = suite(&joined, &[]);
+    let all = all.unwrap_or_else(|| panic!("{err}"));
+    assert!(err.contains("bbh: joined 3 parts' logs"), "{err}");
+    assert!(text.contains("average"), "{text}");
+    assert_eq!(all["summary"], one["summary"]);
+    let reports = |v: &Value| -> Vec<(Value, Value, Value)> {
+        v["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["runs"].as_array().unwrap().clone())
+            .map(|run| {
+                (
+                    run["n"].clone(),
+                    run["metrics"].clone(),
+                    run["items"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(reports(&all), reports(&one));
+    assert_eq!(reports(&one).len(), 20);
+    // Every item came from the parts' logs: the joined run generated nothing.
+    for r in all["reports"].as_array().unwrap() {
+        for run in r["runs"].as_array().unwrap() {
+            assert_eq!(run["details"]["resumed"], run["n"], "{}", r["row"]);
+        }
+    }
+    // The joined logs are the one run's: run again, nothing to join or generate.
+    let (again, _, err) = suite(&joined, &[]);
+    assert!(!err.contains("joined"), "{err}");
+    assert_eq!(again.unwrap()["summary"], one["summary"]);
 }
 
 /// The four multiple-choice benchmarks' sample files into `data` (fetch-eval-data.sh's layout).
