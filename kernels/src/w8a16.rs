@@ -4,13 +4,14 @@
 //! row decoded to f32 (`PackedQ8::row`: `(q as i8) as f32 · scale`) and [`scalar::dot`]'s
 //! eight running sums. The SIMD version (`x86/avx2/q8p_f32.rs`) keeps that order and
 //! rounding, so it gives the same bits and a model's logits do not move; it only skips the
-//! decoded row (with it, the head alone took most of a 5 tok/s decode on Qwen, AVX2).
+//! decoded row (with it, the head alone took most of a 5 tok/s decode on Qwen, AVX2). The
+//! NEON version (`aarch64/q8p_f32.rs`) is the same loop on every aarch64 level.
 //!
 //! [`scalar::dot`]: super::scalar::dot
 
 use super::q8_packed::{PackedQ8, GROUP};
 use super::Cpu;
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 use super::Isa;
 
 /// `out[i] = row(first + i) · x` for `count` rows from `first` (both multiples of 16), bit
@@ -32,6 +33,12 @@ pub fn dot_rows_f32(
             // SAFETY: the CPU has AVX2 and F16C (the `Cpu` token proves it; every x86 level
             // above scalar has them); the layout, the rows, `x` and `out` were checked above.
             unsafe { super::x86::avx2::q8p_f32::dot_rows(p, first, count, x, out) }
+        }
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon | Isa::Dotprod | Isa::I8mm => {
+            // SAFETY: every aarch64 level has NEON; the layout, the rows, `x` and `out` were
+            // checked above.
+            unsafe { super::aarch64::q8p_f32::dot_rows(p, first, count, x, out) }
         }
         _ => dot_rows_f32_scalar(p, first, count, x, out),
     }

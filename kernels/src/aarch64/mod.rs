@@ -22,6 +22,7 @@ pub(crate) mod q4p;
 pub(crate) mod q4p_f32;
 pub(crate) mod q4p_mmla;
 pub(crate) mod q8p;
+pub(crate) mod q8p_f32;
 
 use std::arch::aarch64::*;
 
