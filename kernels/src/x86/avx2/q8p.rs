@@ -29,7 +29,10 @@ pub(crate) unsafe fn dot_rows_tokens(
                 let nt = TOKENS.min(acts.len() - t0);
                 let ts = &acts[t0..t0 + nt];
                 let col = g * GROUP - first + half * 8;
-                let at = (p, g, half, count, col, t0);
+                // A decode step's one pass streams the weights: ask for the next group ahead
+                // (see `super::prefetch_record`; q4p.rs's `Half::stream`).
+                let prefetch = half == 0 && acts.len() <= TOKENS;
+                let at = (p, g, half, count, col, t0, prefetch);
                 match nt {
                     1 => run::<1>(at, ts, out),
                     2 => run::<2>(at, ts, out),
@@ -43,14 +46,14 @@ pub(crate) unsafe fn dot_rows_tokens(
 }
 
 /// Half `half` of group `g` against `T` tokens; outputs at column `col` of each token's
-/// `count`, tokens from `t0`.
+/// `count`, tokens from `t0`; with `prefetch`, the next group's records are asked for.
 ///
 /// # Safety
 /// As [`dot_rows_tokens`]; `T == ts.len()`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run<const T: usize>(
-    (p, g, half, count, col, t0): (&PackedQ8, usize, usize, usize, usize, usize),
+    (p, g, half, count, col, t0, prefetch): (&PackedQ8, usize, usize, usize, usize, usize, bool),
     ts: &[QuantActs],
     out: &mut [f32],
 ) {
@@ -62,6 +65,9 @@ unsafe fn run<const T: usize>(
     let mut acc = [_mm256_setzero_ps(); T];
     for b in 0..nb {
         let r = group.add(b * rec);
+        if prefetch {
+            super::prefetch_record(r, nb * rec, rec);
+        }
         let mut d = [_mm256_setzero_si256(); T];
         for i in 0..block / 4 {
             // SAFETY: half `half` of code vector i of this record, inside the group's data.
