@@ -86,7 +86,7 @@ pub(super) fn each_half<'a>(
                     col: g * GROUP - first + half * 8,
                     count,
                     t0,
-                    stream: n <= TOKENS,
+                    stream: t0 == 0 && n <= super::STREAM_ROWS,
                 };
                 f(&job, nt);
                 t0 += nt;
@@ -105,10 +105,9 @@ pub(super) struct Half<'a> {
     pub(super) col: usize,
     pub(super) count: usize,
     pub(super) t0: usize,
-    /// All the pass's tokens in one run (a decode step, one or two digits): the weights are
-    /// read once from memory, and the next group's records are asked for ahead. Passes over
-    /// more tokens reuse each record from the cache and are bound by the arithmetic; there the
-    /// prefetch measured slower (SmolLM2 prefill, int8x2: 325 against 354 tok/s).
+    /// The first run of tokens of a pass over at most [`super::STREAM_ROWS`] activation rows
+    /// (a decode step, a verification pass, a batch): it reads each record from memory, and
+    /// asks for the next group's ahead.
     pub(super) stream: bool,
 }
 

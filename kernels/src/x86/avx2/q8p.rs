@@ -29,9 +29,9 @@ pub(crate) unsafe fn dot_rows_tokens(
                 let nt = TOKENS.min(acts.len() - t0);
                 let ts = &acts[t0..t0 + nt];
                 let col = g * GROUP - first + half * 8;
-                // A decode step's one pass streams the weights: ask for the next group ahead
-                // (see `super::prefetch_record`; q4p.rs's `Half::stream`).
-                let prefetch = half == 0 && acts.len() <= TOKENS;
+                // A few tokens' pass streams the weights: ask for the next group ahead (see
+                // `super::prefetch_record`).
+                let prefetch = half == 0 && t0 == 0 && acts.len() <= super::STREAM_ROWS;
                 let at = (p, g, half, count, col, t0, prefetch);
                 match nt {
                     1 => run::<1>(at, ts, out),
