@@ -20,16 +20,8 @@ pub struct CalibArgs<'a> {
 }
 
 /// The model's activation statistics over the calibration text (`--calib`): each linear
-/// weight's mean squared input per column, by tensor name. `None` for `--calib none`.
-pub fn calibration(
-    input: &Path,
-    calib: &CalibArgs,
-    quiet: bool,
-) -> Result<Option<(pocket_formats::convert::Importance, CalibrationInfo)>> {
-    Ok(calibration_with(input, calib, false, quiet)?.map(|(i, _, info)| (i, info)))
-}
-
-/// [`calibration`], with GPTQ's compensation factors too when `gptq`.
+/// weight's mean squared input per column, by tensor name, and with `gptq` each layer input's
+/// GPTQ compensation factor too. `None` for `--calib none`.
 pub fn calibration_with(
     input: &Path,
     calib: &CalibArgs,
@@ -133,7 +125,13 @@ pub fn convert(
     if recipe.gptq && calib.calib == "none" {
         anyhow::bail!("--gptq compensates over the calibration activations: give --calib builtin or a text file, not none");
     }
-    let (importance, compensation) = if recipe.searches_q4() && !qat_source && !kept {
+    if recipe.gptq && !recipe.compensable() {
+        anyhow::bail!("--gptq compensates quantized weights (Q4, Q5, IQ4, Q8); this export stores none: give --quant");
+    }
+    // Calibrated when a search can use it, or when `--gptq` compensates a Q8 matrix (which
+    // has no search to weigh).
+    let wants_calibration = recipe.searches_q4() || (recipe.gptq && recipe.compensable());
+    let (importance, compensation) = if wants_calibration && !qat_source && !kept {
         match calibration_with(input, calib, recipe.gptq, quiet)? {
             Some((importance, comp, info)) => {
                 recipe.calibration = Some(info);

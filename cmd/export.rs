@@ -172,11 +172,23 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     if args.quant.gptq && PocketFile::sniff(&args.input) {
         bail!("--gptq re-quantizes from full-precision weights; {} is a .pocket, already quantized: export from its source checkpoint", args.input.display());
     }
-    if args.quant.gptq && !matches!(ty, GgmlType::Q4_0 | GgmlType::Q4_1) {
+    let compensable = matches!(
+        ty,
+        GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::IQ4NL
+            | GgmlType::IQ4XS
+    );
+    if args.quant.gptq && !compensable {
         bail!(
-            "--gptq applies to the GGUF export's Q4_0 and Q4_1 (and to .pocket files), not {}",
+            "--gptq applies to the GGUF export's 4- and 5-bit types (q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs) and to .pocket files, not {}",
             ty.name()
         );
+    }
+    if args.quant.gptq && args.quant.calib_args().calib == "none" {
+        bail!("--gptq compensates over the calibration activations: give --calib builtin or a text file, not none");
     }
     if args.quant.block != 64 {
         bail!("--block applies to .pocket Q4; GGUF's 4-bit types have blocks of 32 (--quant q4_0|q4_1)");
@@ -235,16 +247,24 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     } else {
         args.input.clone()
     };
-    // IQ4_NL's and the 5-bit types' scale searches weigh each weight by its column's
-    // activations, as llama-quantize does with an imatrix.
+    // IQ4_NL's, IQ4_XS's and the 5-bit types' scale searches weigh each weight by its
+    // column's activations, as llama-quantize does with an imatrix; with --gptq the same
+    // calibration pass also gives each layer input's compensation.
     let weighted = matches!(
         ty,
         GgmlType::IQ4NL | GgmlType::IQ4XS | GgmlType::Q5_0 | GgmlType::Q5_1
     );
-    let importance = match weighted && !PocketFile::sniff(&args.input) {
-        true => crate::convert::calibration(&args.input, &args.quant.calib_args(), args.json)?
-            .map(|(i, _)| i),
-        false => None,
+    let (importance, compensation) = match weighted && !PocketFile::sniff(&args.input) {
+        true => match crate::convert::calibration_with(
+            &args.input,
+            &args.quant.calib_args(),
+            args.quant.gptq,
+            args.json,
+        )? {
+            Some((i, c, _)) => (Some(i), args.quant.gptq.then_some(c)),
+            None => (None, None),
+        },
+        false => (None, None),
     };
     let source = ModelFile::open(&input)?;
     let merged = match crate::settings::has_lora() && !searched {
@@ -271,6 +291,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
             .as_ref()
             .map(|m| m as &dyn pocket_formats::convert::Edits),
         importance.as_ref(),
+        compensation.as_ref(),
         &args.output,
         &|done, total, name| ticker.tick(done, total, name),
     )

@@ -21,7 +21,8 @@ pub struct QuantArgs {
     /// that cost)
     #[arg(long, value_name = "TYPE (default q4)")]
     pub quant: Option<String>,
-    /// Q4 and 5-bit weights take GPTQ's error compensation: each column's rounding is absorbed
+    /// Every weight matrix pocket quantizes (Q4, Q5, IQ4_NL, IQ4_XS and Q8; the GGUF export's
+    /// 4- and 5-bit types) takes GPTQ's error compensation: each column's rounding is absorbed
     /// by the columns after it, over the calibration activations (needs --calib; a long text,
     /// e.g. --calib-tokens 32768, helps most; the tied embedding keeps the search alone).
     /// Costs export time and memory: one cols² matrix per layer input

@@ -383,7 +383,7 @@ fn encode_tensor(
                     )
                 } else {
                     format!(
-                        "pocket does not encode {} blocks; they are only carried from a GGUF (it writes ggml_q8_0, ggml_q4_0, ggml_q4_1, ggml_q5_0, ggml_q5_1, ggml_iq4_nl)",
+                        "pocket does not encode {} blocks; they are only carried from a GGUF (it writes ggml_q8_0, ggml_q4_0, ggml_q4_1, ggml_q5_0, ggml_q5_1, ggml_iq4_nl, ggml_iq4_xs)",
                         t.name()
                     )
                 },
@@ -405,7 +405,14 @@ fn encode_tensor(
             ErrorStats::of(&values, &back)
         }
         QuantType::Q8 { block } => {
-            let (b, st) = q8::quantize(&values, rows, cols, block);
+            let comp = compensation
+                .filter(|_| recipe.gptq)
+                .and_then(|m| m.get(name))
+                .filter(|c| c.cols == cols);
+            let (b, st) = match comp {
+                Some(c) => q8::quantize_compensated(&values, rows, cols, block, c),
+                None => q8::quantize(&values, rows, cols, block),
+            };
             bytes = b;
             st
         }

@@ -137,6 +137,24 @@ impl Recipe {
                 })
     }
 
+    /// Whether `--gptq` has a tensor to compensate: any Q4, Q8, ggml 5-bit or IQ4 one.
+    pub fn compensable(&self) -> bool {
+        use crate::gguf::GgmlType;
+        [self.linear, self.embed]
+            .iter()
+            .chain(self.overrides.iter().map(|(_, t)| t))
+            .any(|t| {
+                matches!(
+                    t,
+                    QuantType::Q4 { .. }
+                        | QuantType::Q8 { .. }
+                        | QuantType::Ggml(
+                            GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL | GgmlType::IQ4XS
+                        )
+                )
+            })
+    }
+
     /// The storage type for a tensor and, if the wanted type does not fit its shape, a note
     /// saying what was used instead.
     pub fn storage_for(&self, name: &str, shape: &[usize]) -> (QuantType, Option<String>) {

@@ -392,6 +392,7 @@ pub fn write_gguf(
     allow_nonfinite: bool,
     edits: Option<&dyn crate::convert::Edits>,
     importance: Option<&crate::convert::Importance>,
+    compensation: Option<&crate::convert::Compensations>,
     dest: &Path,
     progress: &(dyn Fn(u64, u64, &str) + Sync),
 ) -> Result<GgufReport, FormatError> {
@@ -584,7 +585,13 @@ pub fn write_gguf(
                 let imp = importance
                     .and_then(|m| m.get(&t.name))
                     .map(|v| v.as_slice());
-                super::quantize::quantize_weighted(*ty, &ordered, *cols, imp, &mut out);
+                // Nor does a layer input's compensation (GPTQ works along each row).
+                match compensation.and_then(|m| m.get(&t.name)) {
+                    Some(c) => super::quantize::quantize_compensated(
+                        *ty, &ordered, *cols, imp, c, &mut out,
+                    ),
+                    None => super::quantize::quantize_weighted(*ty, &ordered, *cols, imp, &mut out),
+                }
                 (out, 0, 0)
             }
         };

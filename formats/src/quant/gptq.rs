@@ -150,10 +150,25 @@ fn lower_inverse_columns(n: usize, l: &[f64]) -> Vec<Vec<f64>> {
 /// Rows quantized together, so each row of `U` is read once per tile.
 pub const TILE: usize = 8;
 
+/// The largest block [`quantize_tile`] takes (IQ4_XS's super-block).
+pub const MAX_BLOCK: usize = 256;
+
 /// A block's chosen parameters as a scalar codec: the nearest code, and its value.
 pub trait BlockCodec: Copy {
     fn encode(&self, x: f32) -> u8;
     fn decode(&self, q: u8) -> f32;
+    /// [`BlockCodec::encode`] for column `o` of the block: a codec whose block holds
+    /// sub-blocks with scales of their own (IQ4_XS: 8 of 32 in a super-block of 256) picks
+    /// the sub-block's.
+    #[inline]
+    fn encode_at(&self, _o: usize, x: f32) -> u8 {
+        self.encode(x)
+    }
+    /// [`BlockCodec::decode`] for column `o` of the block.
+    #[inline]
+    fn decode_at(&self, _o: usize, q: u8) -> f32 {
+        self.decode(q)
+    }
 }
 
 impl BlockCodec for BlockParams {
@@ -181,8 +196,10 @@ pub fn quantize_tile<C: BlockCodec>(
     emit: &mut Emit<C>,
 ) {
     let cols = comp.cols;
-    assert!(cols.is_multiple_of(block) && block <= 128 && rows.iter().all(|r| r.len() == cols));
-    let mut codes = vec![[0u8; 128]; rows.len()];
+    assert!(
+        cols.is_multiple_of(block) && block <= MAX_BLOCK && rows.iter().all(|r| r.len() == cols)
+    );
+    let mut codes = vec![[0u8; MAX_BLOCK]; rows.len()];
     let mut chosen: Vec<C> = Vec::with_capacity(rows.len());
     let mut err = vec![0f32; rows.len()];
     for j in 0..cols {
@@ -196,9 +213,9 @@ pub fn quantize_tile<C: BlockCodec>(
         let u = comp.row(j);
         let d = u[j];
         for (t, r) in rows.iter().enumerate() {
-            let q = chosen[t].encode(r[j]);
+            let q = chosen[t].encode_at(o, r[j]);
             codes[t][o] = q;
-            err[t] = (r[j] - chosen[t].decode(q)) / d;
+            err[t] = (r[j] - chosen[t].decode_at(o, q)) / d;
         }
         let rest = &u[j + 1..];
         for (t, r) in rows.iter_mut().enumerate() {

@@ -182,7 +182,6 @@ pub fn quantize(values: &[f32], rows: usize, cols: usize, opt: Options) -> Quant
     }
 }
 
-/// Stores blocks whose codes and parameters are already known (QAT import): exact, no search.
 /// [`quantize`] with GPTQ's error compensation: rows in tiles, each block's parameters from
 /// the search on the row as compensation has left it, the error measured against the input.
 #[allow(clippy::too_many_arguments)]

@@ -23,7 +23,7 @@ pub(super) const STREAM_ROWS: usize = 16;
 /// Asks for the record `ahead` bytes past `r` (the same block of the next 16-row group, which
 /// this thread's band reads next) while this one computes. A packed kernel on AVX2 does
 /// enough arithmetic per byte that the hardware's stream prefetch alone leaves a core reading
-/// memory well below what it can: on an AVX2-only Zen 4, with it the default decode of the
+/// memory well below what it can: on an AVX2-only EPYC (Zen 3), with it the default decode of the
 /// MNN-Pocket shape went from 78.5 to 91.1 tok/s and of Qwen2.5-Coder Q4_K_M from 40.5 to
 /// 42.4 (medians, docs/runs/performance.md, 2026-12-07 night). Called once per record of a
 /// group (its first pass over the group: the later passes find it in cache), and only in
