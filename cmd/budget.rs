@@ -44,23 +44,84 @@ pub struct Measure<'a> {
 struct Saved {
     /// What it was measured on: the calibration text's origin, the scale method and tokens.
     calibration: String,
+    /// The calibration text's xxh3-64 (hex): the same text under another path is the same
+    /// calibration, and an edited file at the same path is not. Absent in files written
+    /// before it was recorded (then the origins are compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text_xxh3: Option<String>,
     method: String,
     tokens: usize,
     tensors: Vec<TensorChoices>,
 }
 
+/// The calibration text's fingerprint, as [`Saved::text_xxh3`] records it.
+fn text_hash(text: &str) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+}
+
+/// The weight matrices a size budget chooses types for: every one of `source` not pinned by
+/// `pins` (name patterns).
+fn targets(source: &ModelFile, pins: &[String]) -> Vec<Target> {
+    source
+        .tensors()
+        .iter()
+        .filter(|t| pocket::budget::is_weight_matrix(&t.name))
+        .filter(|t| !pins.iter().any(|p| glob_match(p, &t.name)))
+        .filter_map(|t| match t.shape[..] {
+            [rows, cols] => Some(Target {
+                name: t.name.clone(),
+                rows,
+                cols,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Refuses a kept measurement (`--sensitivity`) that this export could not use, before the
+/// calibration pass (minutes with `--gptq` and a long text) rather than after it.
+pub fn check_saved(
+    path: &Path,
+    source: &ModelFile,
+    pins: &[String],
+    (text, origin): (&str, &str),
+    method: pocket_formats::quant::search::Method,
+) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let method = format!("{method:?}").to_lowercase();
+    load_saved(path, &targets(source, pins), (text, origin), &method).map(|_| ())
+}
+
 /// A kept measurement, if it was made for these targets with this calibration and method.
-fn load_saved(path: &Path, targets: &[Target], calibration: &str, method: &str) -> Result<Saved> {
+fn load_saved(
+    path: &Path,
+    targets: &[Target],
+    (text, origin): (&str, &str),
+    method: &str,
+) -> Result<Saved> {
     let bytes = std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
     let s: Saved = serde_json::from_slice(&bytes)
         .with_context(|| format!("{}: not a --sensitivity file of pocket's", path.display()))?;
-    if s.calibration != calibration || s.method != method {
+    let same_text = match &s.text_xxh3 {
+        Some(h) => *h == text_hash(text),
+        None => s.calibration == origin,
+    };
+    if !same_text || s.method != method {
+        let changed = s.calibration == origin && s.method == method;
         bail!(
-            "{}: measured with calibration `{}` and method {}, not `{calibration}` and {method}; \
+            "{}: measured with calibration `{}`{} and method {}, not `{}` and {method}; \
              delete it or give another file",
             path.display(),
             s.calibration,
-            s.method
+            if changed {
+                " (its text has changed since)"
+            } else {
+                ""
+            },
+            s.method,
+            origin,
         );
     }
     let same = s.tensors.len() == targets.len()
@@ -120,19 +181,7 @@ pub fn fit(
         SizeTarget::Bytes(b) => b,
         SizeTarget::BitsPerParameter(bits) => (bits * parameters as f64 / 8.0) as u64,
     };
-    let targets: Vec<Target> = tensors
-        .iter()
-        .filter(|t| pocket::budget::is_weight_matrix(&t.name))
-        .filter(|t| !pins.iter().any(|p| glob_match(p, &t.name)))
-        .filter_map(|t| match t.shape[..] {
-            [rows, cols] => Some(Target {
-                name: t.name.clone(),
-                rows,
-                cols,
-            }),
-            _ => None,
-        })
-        .collect();
+    let targets = targets(source, pins);
     if targets.is_empty() {
         bail!(
             "{}: no weight matrices to choose types for",
@@ -142,7 +191,7 @@ pub fn fit(
     let method = format!("{:?}", recipe.method).to_lowercase();
     let (priced, tokens) = match how.saved.filter(|p| p.exists()) {
         Some(path) => {
-            let s = load_saved(path, &targets, how.origin, &method)?;
+            let s = load_saved(path, &targets, (how.text, how.origin), &method)?;
             (s.tensors, s.tokens)
         }
         None => {
@@ -165,6 +214,7 @@ pub fn fit(
             if let Some(path) = how.saved {
                 let s = Saved {
                     calibration: how.origin.to_string(),
+                    text_xxh3: Some(text_hash(how.text)),
                     method: method.clone(),
                     tokens: tokens.len(),
                     tensors: priced,

@@ -128,6 +128,13 @@ pub fn convert(
     if recipe.gptq && !recipe.compensable() {
         anyhow::bail!("--gptq compensates quantized weights (Q4, Q5, IQ4, Q8); this export stores none: give --quant");
     }
+    // A kept measurement (`--sensitivity`) this export cannot use is refused now, not after
+    // the calibration pass.
+    if let Some(b) = budget {
+        if let (Some(path), Some((text, origin))) = (b.saved.as_deref(), calib_text(calib)?) {
+            crate::budget::check_saved(path, &source, &b.pins, (&text, &origin), recipe.method)?;
+        }
+    }
     // Calibrated when a search can use it, or when `--gptq` compensates a Q8 matrix (which
     // has no search to weigh).
     let wants_calibration = recipe.searches_q4() || (recipe.gptq && recipe.compensable());

@@ -177,3 +177,74 @@ fn a_kept_sensitivity_gives_the_same_choice_and_refuses_another_model() {
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a --sensitivity file"));
 }
+
+/// A kept measurement is matched by its calibration text's content, not its path: the same
+/// text under another name reuses it (the same choice), and the file edited in place is
+/// refused, naming both.
+#[test]
+fn a_kept_sensitivity_follows_the_calibration_texts_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("qwen2-tiny");
+    let saved = tmp.path().join("sens.json");
+    let s = saved.to_str().unwrap();
+    let text = "The quick brown fox jumps over the lazy dog. 12 + 30 = 42.\n".repeat(40);
+    let (calib, copy) = (tmp.path().join("calib.txt"), tmp.path().join("copy.txt"));
+    std::fs::write(&calib, &text).unwrap();
+    std::fs::write(&copy, &text).unwrap();
+    let (a, b) = (tmp.path().join("a.pocket"), tmp.path().join("b.pocket"));
+    let with = |calib: &std::path::Path| {
+        vec![
+            "--bpw".to_string(),
+            "6".into(),
+            "--calib".into(),
+            calib.to_str().unwrap().into(),
+            "--sensitivity".into(),
+            s.into(),
+        ]
+    };
+    let args = with(&calib);
+    let first = common::quantize(
+        &src,
+        &a,
+        &args.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
+    );
+    let measured = std::fs::read(&saved).unwrap();
+    let args = with(&copy);
+    let report = common::quantize(
+        &src,
+        &b,
+        &args.iter().map(|x| x.as_str()).collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        std::fs::read(&saved).unwrap(),
+        measured,
+        "reused, not measured again"
+    );
+    let dtypes = |r: &serde_json::Value| -> Vec<String> {
+        r["report"]["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["dtype"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(dtypes(&report), dtypes(&first), "the same choice");
+    assert!(
+        dtypes(&first).iter().any(|d| d != "q8_b64"),
+        "a choice was made"
+    );
+    // The text edited at the same path is another calibration.
+    std::fs::write(&calib, text.replace("fox", "cat")).unwrap();
+    let args = with(&calib);
+    let mut cmd = vec!["quantize", src.to_str().unwrap(), "-o"];
+    let c = tmp.path().join("c.pocket");
+    cmd.push(c.to_str().unwrap());
+    cmd.extend(args.iter().map(|x| x.as_str()));
+    let o = pocket(&cmd);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && !c.exists(), "{err}");
+    assert!(
+        err.contains("sens.json") && err.contains("its text has changed since"),
+        "{err}"
+    );
+}
