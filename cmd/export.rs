@@ -250,10 +250,7 @@ fn gguf(args: &ExportArgs) -> Result<ExitCode> {
     // IQ4_NL's, IQ4_XS's and the 5-bit types' scale searches weigh each weight by its
     // column's activations, as llama-quantize does with an imatrix; with --gptq the same
     // calibration pass also gives each layer input's compensation.
-    let weighted = matches!(
-        ty,
-        GgmlType::IQ4NL | GgmlType::IQ4XS | GgmlType::Q5_0 | GgmlType::Q5_1
-    );
+    let weighted = ty.is_searched();
     let (importance, compensation) = match weighted && !PocketFile::sniff(&args.input) {
         true => match crate::convert::calibration_with(
             &args.input,

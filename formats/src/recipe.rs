@@ -120,39 +120,23 @@ impl Recipe {
     /// Whether any tensor may be searched as Q4, ggml's 5-bit types or IQ4_NL (so
     /// calibration can help).
     pub fn searches_q4(&self) -> bool {
-        use crate::gguf::GgmlType;
         self.method == Method::Search
             && self.qat != QatMode::Strict
-            && [self.linear, self.embed]
-                .iter()
-                .chain(self.overrides.iter().map(|(_, t)| t))
-                .any(|t| {
-                    matches!(
-                        t,
-                        QuantType::Q4 { .. }
-                            | QuantType::Ggml(
-                                GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL | GgmlType::IQ4XS
-                            )
-                    )
-                })
+            && self.any_type(|t| !matches!(t, QuantType::Q8 { .. }) && t.is_compensable())
     }
 
     /// Whether `--gptq` has a tensor to compensate: any Q4, Q8, ggml 5-bit or IQ4 one.
     pub fn compensable(&self) -> bool {
-        use crate::gguf::GgmlType;
+        self.any_type(|t| t.is_compensable())
+    }
+
+    /// Whether any type the recipe may write (the linear and embedding defaults, each
+    /// override) satisfies `pred`.
+    fn any_type(&self, pred: impl Fn(&QuantType) -> bool) -> bool {
         [self.linear, self.embed]
             .iter()
             .chain(self.overrides.iter().map(|(_, t)| t))
-            .any(|t| {
-                matches!(
-                    t,
-                    QuantType::Q4 { .. }
-                        | QuantType::Q8 { .. }
-                        | QuantType::Ggml(
-                            GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL | GgmlType::IQ4XS
-                        )
-                )
-            })
+            .any(pred)
     }
 
     /// The storage type for a tensor and, if the wanted type does not fit its shape, a note

@@ -29,6 +29,16 @@ pub const IQ4NL_VALUES: [i8; 16] = [
 ];
 
 impl GgmlType {
+    /// Whether pocket writes this type with its own weighted scale search, and so with
+    /// `--gptq`'s compensation (ggml's 5-bit and IQ4 types; Q4_0/Q4_1/Q8_0 are written as
+    /// llama-quantize writes them, or from pocket's own Q4/Q8 blocks).
+    pub fn is_searched(self) -> bool {
+        matches!(
+            self,
+            GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL | GgmlType::IQ4XS
+        )
+    }
+
     pub fn from_id(id: u32) -> Option<GgmlType> {
         Some(match id {
             0 => GgmlType::F32,

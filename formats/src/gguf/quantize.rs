@@ -58,9 +58,7 @@ pub fn quantize_weighted(
 ) {
     match (ty, importance) {
         // The search is the slow part of an export: rows in parallel, joined in order.
-        (GgmlType::IQ4NL | GgmlType::IQ4XS | GgmlType::Q5_0 | GgmlType::Q5_1, imp)
-            if cols.is_multiple_of(ty.block().0) && cols > 0 =>
-        {
+        (_, imp) if ty.is_searched() && cols.is_multiple_of(ty.block().0) && cols > 0 => {
             use rayon::prelude::*;
             let imp = imp.filter(|i| i.len() == cols);
             let block: fn(&[f32], Option<&[f32]>, &mut Vec<u8>) = match ty {
@@ -98,10 +96,7 @@ pub fn quantize_compensated(
     comp: &crate::quant::gptq::Compensation,
     out: &mut Vec<u8>,
 ) {
-    if !matches!(
-        ty,
-        GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::IQ4NL | GgmlType::IQ4XS
-    ) {
+    if !ty.is_searched() {
         return quantize_weighted(ty, x, cols, importance, out);
     }
     let block = ty.block().0;
@@ -521,47 +516,17 @@ mod tests {
     /// ggml's own arithmetic decodes.
     #[test]
     fn compensation_lowers_the_output_error_of_every_type() {
+        use crate::quant::gptq::testing::{correlated_inputs, gram, output_error, rng};
         use crate::quant::gptq::Compensation;
         let (n, t, rows) = (512, 1200, 8);
         let mut s = 77u64;
-        let mut rng = || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
         // Inputs with strongly correlated neighbours, and a few loud columns.
-        let mut x = vec![0f32; t * n];
-        for r in 0..t {
-            let mut prev = 0.0;
-            for i in 0..n {
-                prev = 0.8 * prev + rng() * if i % 61 == 0 { 4.0 } else { 1.0 };
-                x[r * n + i] = prev;
-            }
-        }
-        let mut h = vec![0f64; n * n];
-        for row in x.chunks_exact(n) {
-            for i in 0..n {
-                for j in 0..n {
-                    h[i * n + j] += row[i] as f64 * row[j] as f64;
-                }
-            }
-        }
+        let x = correlated_inputs(&mut s, t, n, 0.8, Some(61));
+        let h = gram(&x, n);
         let imp: Vec<f32> = (0..n).map(|i| (h[i * n + i] / t as f64) as f32).collect();
         let c = Compensation::from_gram(&h, n, t).unwrap();
-        let w: Vec<f32> = (0..rows * n).map(|_| rng()).collect();
-        let out_err = |back: &[f32]| -> f64 {
-            let mut e = 0.0;
-            for r in 0..rows {
-                for xr in x.chunks_exact(n) {
-                    let d: f64 = (0..n)
-                        .map(|i| ((w[r * n + i] - back[r * n + i]) * xr[i]) as f64)
-                        .sum();
-                    e += d * d;
-                }
-            }
-            e
-        };
+        let w: Vec<f32> = (0..rows * n).map(|_| rng(&mut s)).collect();
+        let out_err = |back: &[f32]| output_error(&w, back, &x, n);
         for ty in [
             GgmlType::IQ4XS,
             GgmlType::IQ4NL,

@@ -234,12 +234,20 @@ pub fn quantize_tile<C: BlockCodec>(
     }
 }
 
+/// Test inputs shared by the compensated writers' tests (here, `gguf::quantize`, `quant::q8`):
+/// one generator, the inputs GPTQ is for, and the error it lowers.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testing {
+    /// A uniform value in [−0.5, 0.5) from the LCG state `s`.
+    pub(crate) fn rng(s: &mut u64) -> f32 {
+        *s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
 
     /// `Σ xᵀx` of the rows of `x` (`n` wide), full.
-    fn gram(x: &[f32], n: usize) -> Vec<f64> {
+    pub(crate) fn gram(x: &[f32], n: usize) -> Vec<f64> {
         let mut h = vec![0f64; n * n];
         for row in x.chunks_exact(n) {
             for i in 0..n {
@@ -251,12 +259,48 @@ mod tests {
         h
     }
 
-    fn rng(s: &mut u64) -> f32 {
-        *s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    /// `t` input rows `n` wide whose neighbours are correlated (an AR(1) walk with factor
+    /// `decay`), every column `i` with `i % loud_every == 0` four times louder.
+    pub(crate) fn correlated_inputs(
+        s: &mut u64,
+        t: usize,
+        n: usize,
+        decay: f32,
+        loud_every: Option<usize>,
+    ) -> Vec<f32> {
+        let mut x = vec![0f32; t * n];
+        for r in 0..t {
+            let mut prev = 0.0;
+            for i in 0..n {
+                let gain = match loud_every {
+                    Some(k) if i % k == 0 => 4.0,
+                    _ => 1.0,
+                };
+                prev = decay * prev + rng(s) * gain;
+                x[r * n + i] = prev;
+            }
+        }
+        x
     }
+
+    /// The output error `‖(w − ŵ)·X‖²` of `back` for the rows of `w` (`n` wide) over the
+    /// input rows of `x`.
+    pub(crate) fn output_error(w: &[f32], back: &[f32], x: &[f32], n: usize) -> f64 {
+        let mut e = 0.0;
+        for (wr, br) in w.chunks_exact(n).zip(back.chunks_exact(n)) {
+            for xr in x.chunks_exact(n) {
+                let d: f64 = (0..n).map(|i| ((wr[i] - br[i]) * xr[i]) as f64).sum();
+                e += d * d;
+            }
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{correlated_inputs, gram, output_error, rng};
+    use super::*;
 
     /// `U` is upper triangular with `UᵀU = (H + λI)⁻¹`, checked through `H·UᵀU = I`.
     #[test]
@@ -324,14 +368,7 @@ mod tests {
         let (n, t, rows) = (64, 400, 16);
         let mut s = 21u64;
         // Inputs with strongly correlated neighbours.
-        let mut x = vec![0f32; t * n];
-        for r in 0..t {
-            let mut prev = 0.0;
-            for i in 0..n {
-                prev = 0.8 * prev + rng(&mut s);
-                x[r * n + i] = prev;
-            }
-        }
+        let x = correlated_inputs(&mut s, t, n, 0.8, None);
         let h = gram(&x, n);
         let c = Compensation::from_gram(&h, n, t).unwrap();
         let w: Vec<Vec<f32>> = (0..rows)
@@ -340,17 +377,7 @@ mod tests {
         let params = |v: &[f32]| {
             super::super::search::q4_params(v, false, super::super::search::Method::Search, None)
         };
-        let out_err = |w: &[f32], q: &[f32]| -> f64 {
-            x.chunks_exact(n)
-                .map(|xr| {
-                    xr.iter()
-                        .zip(w.iter().zip(q))
-                        .map(|(&xi, (&a, &b))| ((a - b) * xi) as f64)
-                        .sum::<f64>()
-                        .powi(2)
-                })
-                .sum()
-        };
+        let out_err = |w: &[f32], q: &[f32]| output_error(w, q, &x, n);
         let (mut plain, mut comp) = (0.0, 0.0);
         for tile in w.chunks(TILE) {
             let mut work: Vec<Vec<f32>> = tile.to_vec();

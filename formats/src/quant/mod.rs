@@ -54,6 +54,16 @@ impl QuantType {
         )
     }
 
+    /// Whether `--gptq` can compensate a tensor of this type: pocket's Q4 and Q8 blocks and
+    /// the ggml types it searches ([`GgmlType::is_searched`]).
+    pub fn is_compensable(self) -> bool {
+        match self {
+            QuantType::Q4 { .. } | QuantType::Q8 { .. } => true,
+            QuantType::Ggml(t) => t.is_searched(),
+            _ => false,
+        }
+    }
+
     /// Block length along a row, for quantized types.
     pub fn block(self) -> Option<usize> {
         match self {

@@ -166,16 +166,11 @@ mod tests {
     /// error `‖(w − ŵ)·X‖²`.
     #[test]
     fn compensation_keeps_the_layout_and_lowers_the_output_error() {
+        use crate::quant::gptq::testing::{correlated_inputs, gram, output_error, rng};
         use crate::quant::gptq::Compensation;
         let (n, t, rows, block) = (128, 500, 5, 64);
         let mut s = 3u64;
-        let mut rng = || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
-        let w: Vec<f32> = (0..rows * n).map(|_| rng()).collect();
+        let w: Vec<f32> = (0..rows * n).map(|_| rng(&mut s)).collect();
         let mut diag = vec![0f64; n * n];
         for i in 0..n {
             diag[i * n + i] = 1.0 + i as f64;
@@ -185,43 +180,21 @@ mod tests {
             quantize(&w, rows, n, block).0,
             quantize_compensated(&w, rows, n, block, &c).0
         );
-        let mut x = vec![0f32; t * n];
-        for r in 0..t {
-            let mut prev = 0.0;
-            for i in 0..n {
-                prev = 0.9 * prev + rng();
-                x[r * n + i] = prev;
-            }
-        }
-        let mut h = vec![0f64; n * n];
-        for row in x.chunks_exact(n) {
-            for i in 0..n {
-                for j in 0..n {
-                    h[i * n + j] += row[i] as f64 * row[j] as f64;
-                }
-            }
-        }
-        let c = Compensation::from_gram(&h, n, t).unwrap();
+        let x = correlated_inputs(&mut s, t, n, 0.9, None);
+        let c = Compensation::from_gram(&gram(&x, n), n, t).unwrap();
         let out_err = |bytes: &[u8]| -> f64 {
             let (codes, scales) = bytes.split_at(rows * n);
-            let mut e = 0.0;
-            let mut back = vec![0.0; n];
-            for r in 0..rows {
-                let nb = n / block;
+            let nb = n / block;
+            let mut back = vec![0.0; rows * n];
+            for (r, o) in back.chunks_exact_mut(n).enumerate() {
                 dequantize_row(
                     &codes[r * n..][..n],
                     &scales[r * nb * 2..][..nb * 2],
                     block,
-                    &mut back,
+                    o,
                 );
-                for xr in x.chunks_exact(n) {
-                    let d: f64 = (0..n)
-                        .map(|i| ((w[r * n + i] - back[i]) * xr[i]) as f64)
-                        .sum();
-                    e += d * d;
-                }
             }
-            e
+            output_error(&w, &back, &x, n)
         };
         let (plain, comp) = (
             quantize(&w, rows, n, block).0,
