@@ -143,6 +143,34 @@ fn log_probs(m: &Model, tokens: &[u32]) -> Result<Vec<f32>, Error> {
     Ok(out)
 }
 
+/// The first layer whose output a change of the matrix `name` can move: its own layer's, the
+/// number of layers for an untied output head (only the head runs), `None` for the embedding
+/// (the whole pass).
+fn first_changed(name: &str, layers: usize) -> Option<usize> {
+    if name == "lm_head.weight" {
+        return Some(layers);
+    }
+    let (i, _) = name.strip_prefix("model.layers.")?.split_once('.')?;
+    i.parse().ok()
+}
+
+/// The log-probabilities of `tokens` with one matrix changed: entering at the first layer it
+/// can move, from the unchanged model's stream there (`streams`), which gives a whole pass's
+/// logits bit for bit.
+fn probe_log_probs(
+    m: &Model,
+    tokens: &[u32],
+    name: &str,
+    streams: &[Vec<f32>],
+) -> Result<Vec<f32>, Error> {
+    let Some(layer) = first_changed(name, m.layers.len()) else {
+        return log_probs(m, tokens);
+    };
+    let mut out = m.forward_entering(tokens, layer, &streams[layer])?;
+    log_softmax(&mut out, m.spec.vocab_size);
+    Ok(out)
+}
+
 /// The choices of every target: each candidate type that fits its shape, with its size and
 /// its estimated cost (KL added) on `tokens`. `progress(done, total, name)` after each tensor.
 pub fn price(
@@ -156,7 +184,10 @@ pub fn price(
 ) -> Result<Vec<TensorChoices>, Error> {
     let vocab = m.model.spec.vocab_size;
     let config = m.model.config;
-    let reference = log_probs(&m.model, tokens)?;
+    // The unchanged model's log-probabilities, and its residual stream entering each layer:
+    // a probe runs only the layers from its matrix's up.
+    let (mut reference, streams) = m.model.forward_recorded(tokens)?;
+    log_softmax(&mut reference, vocab);
     let mut out = Vec::with_capacity(targets.len());
     for (k, t) in targets.iter().enumerate() {
         let values = m.file.read_f32(&t.name)?;
@@ -204,7 +235,7 @@ pub fn price(
             )));
         };
         let original = std::mem::replace(place, probe_matrix);
-        let measured = log_probs(&m.model, tokens);
+        let measured = probe_log_probs(&m.model, tokens, &t.name, &streams);
         // Put the model back before anything else, whatever the pass returned.
         *slot(&mut m.model, &t.name).expect("found above") = original;
         let kl = mean_kl(&reference, &measured?, vocab);

@@ -5,6 +5,7 @@
 
 use super::adapt::{add_head, runs_of, Adapted};
 use super::linear::{Linear, Observer, Site};
+use super::probe::Entry;
 use super::rows::{
     add_rows, norm_rows, norm_rows_in_place, on_pool, pool_rows, rows_per_task, ELEMS_PER_TASK,
 };
@@ -18,7 +19,7 @@ use std::ops::Range;
 
 /// How a pass over several rows rounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rounding {
+pub(super) enum Rounding {
     /// The batched kernels' and one-span attention's own rounding (prefill, perplexity,
     /// batched decoding).
     Batch,
@@ -43,11 +44,20 @@ impl Model {
         want: Logits,
         obs: Option<&mut dyn Observer>,
     ) -> Result<Vec<f32>, Error> {
-        self.forward_as(states, tokens, lens, want, obs, Rounding::Batch)
+        self.forward_as(
+            states,
+            tokens,
+            lens,
+            want,
+            obs,
+            Rounding::Batch,
+            Entry::Embed,
+        )
     }
 
-    /// [`Model::forward`], rounding as `rounding` says.
-    fn forward_as(
+    /// [`Model::forward`], rounding as `rounding` says, its layer loop entered as `entry` says.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn forward_as(
         &self,
         states: &mut [&mut State],
         tokens: &[u32],
@@ -55,11 +65,12 @@ impl Model {
         want: Logits,
         obs: Option<&mut dyn Observer>,
         rounding: Rounding,
+        entry: Entry<'_>,
     ) -> Result<Vec<f32>, Error> {
         let steps = rounding == Rounding::Steps;
         let (s, n, h) = (&self.spec, tokens.len(), self.spec.hidden_size);
         let eps = s.rms_norm_eps as f32;
-        let x = self.run_layers(states, tokens, lens, obs, rounding)?;
+        let x = self.run_layers(states, tokens, lens, obs, rounding, entry)?;
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         Ok(match want {
             Logits::None => Vec::new(),
@@ -126,7 +137,7 @@ impl Model {
                 "forward_picked: row {r} of a pass of {n}"
             )));
         }
-        let x = self.run_layers(states, tokens, lens, None, Rounding::Batch)?;
+        let x = self.run_layers(states, tokens, lens, None, Rounding::Batch, Entry::Embed)?;
         let rows: Vec<f32> = picked
             .iter()
             .flat_map(|&r| x[r * h..(r + 1) * h].iter().copied())
@@ -170,7 +181,8 @@ impl Model {
     }
 
     /// The layer loop of a pass: the residual stream after the last layer (`n × hidden`, before
-    /// the final norm), every row's keys and values pushed into its sequence's cache.
+    /// the final norm), every row's keys and values pushed into its sequence's cache (from the
+    /// layer `entry` starts at).
     fn run_layers(
         &self,
         states: &mut [&mut State],
@@ -178,6 +190,7 @@ impl Model {
         lens: &[usize],
         mut obs: Option<&mut dyn Observer>,
         rounding: Rounding,
+        entry: Entry<'_>,
     ) -> Result<Vec<f32>, Error> {
         let steps = rounding == Rounding::Steps;
         let s = &self.spec;
@@ -214,11 +227,20 @@ impl Model {
 
         let cpu = self.config.cpu;
         let adapted = Adapted::of(states, &runs);
-        let mut x = self.embed(tokens);
-        if let Some(a) = &adapted {
-            a.embed(cpu, tokens, &mut x, h, self.embedding_scale());
-        }
-        for (li, layer) in self.layers.iter().enumerate() {
+        let (first, mut x, mut keep) = match entry {
+            Entry::At(layer, x) => (layer, self.entering(layer, x, n)?, None),
+            Entry::Embed | Entry::Record(_) => {
+                let mut x = self.embed(tokens);
+                if let Some(a) = &adapted {
+                    a.embed(cpu, tokens, &mut x, h, self.embedding_scale());
+                }
+                (0, x, entry.into_record())
+            }
+        };
+        for (li, layer) in self.layers.iter().enumerate().skip(first) {
+            if let Some(k) = keep.as_deref_mut() {
+                k.push(x.clone());
+            }
             // Attention block.
             let xn = norm_rows(self.config.cpu, &x, &layer.input_norm, eps);
             see(li, Site::AttnIn, &xn);
@@ -254,6 +276,9 @@ impl Model {
                 eps,
             );
             add_rows(&mut x, &down, h);
+        }
+        if let Some(k) = keep {
+            k.push(x.clone());
         }
         if observing {
             see(
@@ -323,6 +348,7 @@ impl Model {
             Logits::All,
             None,
             Rounding::Steps,
+            Entry::Embed,
         )
     }
 
@@ -353,7 +379,15 @@ impl Model {
             )));
         }
         let lens = vec![1; tokens.len()];
-        self.forward_as(states, tokens, &lens, Logits::All, None, Rounding::Steps)
+        self.forward_as(
+            states,
+            tokens,
+            &lens,
+            Logits::All,
+            None,
+            Rounding::Steps,
+            Entry::Embed,
+        )
     }
 
     /// Pushes each row's key and value into its sequence's cache and attends its query over

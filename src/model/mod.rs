@@ -9,6 +9,7 @@ mod forward;
 mod linear;
 mod lora_group;
 pub mod merge;
+mod probe;
 mod rows;
 mod state;
 

@@ -248,3 +248,57 @@ fn a_kept_sensitivity_follows_the_calibration_texts_content() {
         "{err}"
     );
 }
+
+/// The sensitivity probes enter the layer stack at their matrix's layer, from the stream a
+/// whole pass kept there (`Model::forward_entering`): on the exact path and the default int8
+/// path, of every tiny family, the logits equal a whole pass's bit for bit at every layer
+/// (the number of layers: only the final norm and head), and still do with a matrix of that
+/// layer changed (swapped with the next layer's) against a whole pass of the changed model;
+/// a stream of the wrong length or a layer past the end is refused.
+#[test]
+fn a_probe_entering_at_its_layer_gives_a_whole_passs_logits() {
+    use pocket::model::Logits;
+    for name in ["qwen2-tiny", "gemma3-tiny", "llama-tiny"] {
+        let dir = common::root().join("fixtures/tiny").join(name);
+        for exact in [true, false] {
+            let mut m = if exact {
+                common::open_exact(&dir)
+            } else {
+                common::open(&dir)
+            }
+            .expect("open fixture");
+            let tokens: Vec<u32> = (0..23u32).map(|i| (i * 37 + 5) % 200).collect();
+            let whole = |m: &pocket::model::Model| {
+                let mut st = m.new_state(tokens.len());
+                m.forward_batch(&mut st, &tokens, Logits::All).unwrap()
+            };
+            let (logits, streams) = m.model.forward_recorded(&tokens).unwrap();
+            let layers = m.model.layers.len();
+            assert_eq!(streams.len(), layers + 1, "{name}");
+            assert_eq!(logits, whole(&m.model), "{name}: the recording pass");
+            for l in 0..=layers {
+                let got = m.model.forward_entering(&tokens, l, &streams[l]).unwrap();
+                assert_eq!(got, logits, "{name} exact {exact}: entering layer {l}");
+            }
+            // Layer l's o_proj swapped with layer l + 1's: a different model from layer l up.
+            for l in 0..layers - 1 {
+                let (lo, hi) = m.model.layers.split_at_mut(l + 1);
+                std::mem::swap(&mut lo[l].o_proj, &mut hi[0].o_proj);
+                let changed = whole(&m.model);
+                assert_ne!(changed, logits, "{name}: the swap changes the model");
+                let got = m.model.forward_entering(&tokens, l, &streams[l]).unwrap();
+                assert_eq!(got, changed, "{name} exact {exact}: changed layer {l}");
+                let (lo, hi) = m.model.layers.split_at_mut(l + 1);
+                std::mem::swap(&mut lo[l].o_proj, &mut hi[0].o_proj);
+            }
+            let short = &streams[0][1..];
+            let e = m.model.forward_entering(&tokens, 0, short).unwrap_err();
+            assert!(e.to_string().contains("entering layer 0"), "{e}");
+            let e = m
+                .model
+                .forward_entering(&tokens, layers + 1, &streams[0])
+                .unwrap_err();
+            assert!(e.to_string().contains(&format!("of {layers}")), "{e}");
+        }
+    }
+}
